@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import json
+
+import click
+
+from rnnconv.cli.options import json_option
+
+
+@click.command("inspect")
+@click.argument("model", type=click.Path(dir_okay=False))
+@json_option
+def command(model, as_json):
+    """Show the model's IR version, opsets and every recurrent node, with the runtimes that can run it."""
+    from rnnconv.inspect import inspect
+
+    info = inspect(model)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in info["opset_import"].items())
+    click.echo(f"{model}: IR version {info['ir_version']}, opsets: {opsets}")
+    if not info["nodes"]:
+        click.echo("no recurrent nodes")
+        return
+    header = ("name", "op", "dir", "I", "H", "layout", "activations", "clip", "lbr", "if", "peep", "optional",
+              "const", "onnxruntime", "openvino")
+    rows = []
+    for n in info["nodes"]:
+        acts = " | ".join(",".join(a) for a in n["activations"])
+        rows.append((n["name"], f"{n['op']}-{n['version']}", n["direction"], n["input_size"], n["hidden_size"],
+                     n["layout"], acts, n["clip"] if n["clip"] is not None else "-", n["linear_before_reset"],
+                     n["input_forget"], "yes" if n["peepholes"] else "no", ",".join(n["optional_inputs"]) or "-",
+                     "yes" if n["weights_constant"] else "no",
+                     "yes" if n["runs_in"]["onnxruntime"] else "no", "yes" if n["runs_in"]["openvino"] else "no"))
+    table = [tuple(str(c) for c in r) for r in [header, *rows]]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for r in table:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    for n in info["nodes"]:
+        for rt, why in n["why_not"].items():
+            click.echo(f"  {n['name']}: {rt}: {'; '.join(why)}")

@@ -1,0 +1,261 @@
+"""ONNX GRU / LSTM / RNN, every version, read into and written out of the canonical `Layer`.
+
+Specs: onnx Operators.md GRU (1, 3, 7, 14, 22), LSTM and RNN (1, 7, 14, 22); ../shared/spec/.
+Version differences are attributes only: output_sequence (1..6), linear_before_reset (GRU >= 3), layout (>= 14),
+bfloat16 (22). The v1/v3 equations print `Ht-1*Rz` without ^T, but R is [D, G*H, H] in every version, so the
+math is the same as v7 (Ht-1 * Rz^T); we read all versions with the v7 equations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+import onnx_ir as ir
+
+from rnnconv import activations as act
+from rnnconv.errors import BadInput
+from rnnconv.layer import DIRECTIONS, GATE_NAMES, PEEPHOLE_GATES, Cell, Layer
+
+OPS = ("GRU", "LSTM", "RNN")
+VERSIONS = {"GRU": (1, 3, 7, 14, 22), "LSTM": (1, 7, 14, 22), "RNN": (1, 7, 14, 22)}
+# Gate order is a property of the dialect: ONNX LSTM i,o,f,c; GRU z,r,h.
+GATES = {"LSTM": ("i", "o", "f", "c"), "GRU": ("z", "r", "h"), "RNN": ("i",)}
+PEEPHOLES = ("i", "o", "f")
+INPUTS = {
+    "LSTM": ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"),
+    "GRU": ("X", "W", "R", "B", "sequence_lens", "initial_h"),
+    "RNN": ("X", "W", "R", "B", "sequence_lens", "initial_h"),
+}
+OUTPUTS = {"LSTM": ("Y", "Y_h", "Y_c"), "GRU": ("Y", "Y_h"), "RNN": ("Y", "Y_h")}
+WEIGHTS = ("W", "R", "B", "P")
+
+assert all(set(GATES[k]) == set(GATE_NAMES[k]) for k in OPS) and set(PEEPHOLES) == set(PEEPHOLE_GATES)
+
+
+def version_of(op_type: str, opset: int) -> int:
+    """The version of a recurrent op in force at `opset` (the newest version not above it)."""
+    usable = [v for v in VERSIONS[op_type] if v <= opset]
+    if not usable:
+        raise BadInput(f"{op_type} does not exist at opset {opset}")
+    return usable[-1]
+
+
+def attributes_at(op_type: str, version: int) -> frozenset[str]:
+    names = {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size"}
+    if version < 7:
+        names.add("output_sequence")
+    if op_type == "GRU" and version >= 3:
+        names.add("linear_before_reset")
+    if op_type == "LSTM":
+        names.add("input_forget")
+    if version >= 14:
+        names.add("layout")
+    return frozenset(names)
+
+
+@dataclasses.dataclass
+class RecurrentNode:
+    """A recurrent node in a graph: its canonical layer plus the values it is wired to."""
+
+    node: ir.Node
+    op: str
+    version: int
+    layer: Layer
+    inputs: dict[str, Optional[ir.Value]]
+    outputs: dict[str, Optional[ir.Value]]
+    output_sequence: Optional[int] = None  # only versions < 7 carry it
+
+    @property
+    def name(self) -> str:
+        return self.node.name or (self.node.outputs[0].name if self.node.outputs else "<unnamed>")
+
+    def weight_values(self) -> dict[str, Optional[ir.Value]]:
+        return {k: self.inputs.get(k) for k in WEIGHTS}
+
+
+def default_opset(model: ir.Model) -> int:
+    return model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+
+
+def find(model: ir.Model) -> list[RecurrentNode]:
+    """Every GRU/LSTM/RNN node of the main graph, read into canonical layers (subgraphs: not yet)."""
+    opset = default_opset(model)
+    return [read(node, opset) for node in model.graph if node.domain in ("", "ai.onnx") and node.op_type in OPS]
+
+
+def _attr(node: ir.Node, name: str, default=None):
+    a = node.attributes.get(name)
+    return default if a is None else a.value
+
+
+def constant_array(value: Optional[ir.Value]) -> Optional[np.ndarray]:
+    """The value's array when it is an initializer or a Constant node's output, else None."""
+    if value is None:
+        return None
+    if value.const_value is not None:
+        return value.const_value.numpy()
+    producer = value.producer()
+    if producer is not None and producer.op_type == "Constant" and producer.domain in ("", "ai.onnx"):
+        t = _attr(producer, "value")
+        if t is not None:
+            return t.numpy()
+    return None
+
+
+def _shape(value: Optional[ir.Value]) -> Optional[tuple]:
+    if value is None or value.shape is None:
+        return None
+    return tuple(d if isinstance(d, int) else None for d in value.shape)
+
+
+def read(node: ir.Node, opset: int) -> RecurrentNode:
+    op = node.op_type
+    version = version_of(op, opset)
+    label = f"{op} node {node.name or '<unnamed>'!r}"
+    names = INPUTS[op]
+    if len(node.inputs) > len(names) or len(node.outputs) > len(OUTPUTS[op]):
+        raise BadInput(f"{label}: too many inputs or outputs for {op}-{version}")
+    inputs = {n: (node.inputs[i] if i < len(node.inputs) else None) for i, n in enumerate(names)}
+    outputs = {n: (node.outputs[i] if i < len(node.outputs) else None) for i, n in enumerate(OUTPUTS[op])}
+    outputs = {n: (v if v is not None and v.name != "" else None) for n, v in outputs.items()}
+    if inputs["X"] is None or inputs["W"] is None or inputs["R"] is None:
+        raise BadInput(f"{label}: X, W and R are required")
+
+    unknown = set(node.attributes) - attributes_at(op, version)
+    if unknown:
+        raise BadInput(f"{label}: attribute(s) {sorted(unknown)} do not exist in {op}-{version}")
+    direction = _attr(node, "direction", "forward")
+    if direction not in DIRECTIONS:
+        raise BadInput(f"{label}: direction {direction!r} is not one of {', '.join(DIRECTIONS)}")
+    num_directions = 2 if direction == "bidirectional" else 1
+    layout = int(_attr(node, "layout", 0))
+    if layout not in (0, 1):
+        raise BadInput(f"{label}: layout must be 0 or 1, got {layout}")
+    clip = _attr(node, "clip")
+    if clip is not None and clip < 0:
+        raise BadInput(f"{label}: clip must be non-negative, got {clip}")
+    lbr = int(_attr(node, "linear_before_reset", 0))
+    input_forget = int(_attr(node, "input_forget", 0))
+
+    arrays = {k: constant_array(inputs.get(k)) for k in WEIGHTS}
+    present = {k: inputs.get(k) is not None for k in WEIGHTS}
+    constant = all(arrays[k] is not None for k in WEIGHTS if present[k])
+    shapes = {k: (arrays[k].shape if arrays[k] is not None else _shape(inputs.get(k))) for k in WEIGHTS}
+
+    gates = GATES[op]
+    n_gates = len(gates)
+    hidden_size = _attr(node, "hidden_size")
+    r_shape = shapes["R"]
+    if hidden_size is None and r_shape is not None and r_shape[-1] is not None:
+        hidden_size = r_shape[-1]
+    if hidden_size is None:
+        raise BadInput(f"{label}: hidden_size is neither given nor readable from R's shape")
+    if hidden_size <= 0:
+        raise BadInput(f"{label}: hidden_size must be positive, got {hidden_size}")
+    H = hidden_size
+    input_size = shapes["W"][-1] if shapes["W"] is not None and len(shapes["W"]) == 3 else None
+    expected = {
+        "W": (num_directions, n_gates * H, input_size),
+        "R": (num_directions, n_gates * H, H),
+        "B": (num_directions, 2 * n_gates * H),
+        "P": (num_directions, 3 * H),
+    }
+    for k, want in expected.items():
+        got = shapes[k]
+        if not present[k] or got is None:
+            continue
+        if len(got) != len(want) or any(g is not None and w is not None and g != w for g, w in zip(got, want)):
+            raise BadInput(
+                f"{label}: {k} has shape {list(got)}, expected {[w if w is not None else '?' for w in want]} "
+                f"for hidden_size={H}, direction={direction}"
+            )
+    for k in ("W", "R", "B", "P"):
+        if arrays[k] is not None and arrays[k].dtype.kind != "f" and arrays[k].dtype.name != "bfloat16":
+            raise BadInput(f"{label}: {k} has dtype {arrays[k].dtype}, expected a floating-point type")
+
+    try:
+        per_direction = act.resolve(op, num_directions, _attr(node, "activations"), _attr(node, "activation_alpha"),
+                                    _attr(node, "activation_beta"))
+    except BadInput as err:
+        raise BadInput(f"{label}: {err}") from err
+    cells = []
+    for d in range(num_directions):
+        cell = Cell(activations=per_direction[d])
+        if constant:
+            cell.W = dict(zip(gates, np.split(arrays["W"][d], n_gates)))
+            cell.R = dict(zip(gates, np.split(arrays["R"][d], n_gates)))
+            if arrays["B"] is not None:
+                b = np.split(arrays["B"][d], 2 * n_gates)
+                cell.Wb, cell.Rb = dict(zip(gates, b[:n_gates])), dict(zip(gates, b[n_gates:]))
+            else:
+                zero = np.zeros(H, dtype=arrays["W"].dtype)
+                cell.Wb = {g: zero for g in gates}
+                cell.Rb = {g: zero for g in gates}
+            if op == "LSTM":
+                p = arrays["P"][d] if arrays["P"] is not None else np.zeros(3 * H, dtype=arrays["W"].dtype)
+                cell.P = dict(zip(PEEPHOLES, np.split(p, 3)))
+        cells.append(cell)
+
+    dtype = arrays["W"].dtype if arrays["W"] is not None else _value_dtype(inputs["X"])
+    layer = Layer(
+        kind=op, direction=direction, hidden_size=H, input_size=input_size, cells=cells,
+        clip=None if clip is None else float(clip), linear_before_reset=bool(lbr), input_forget=bool(input_forget),
+        layout=layout, has_bias=present["B"], has_peepholes=present["P"], weights_constant=constant,
+        dtype=dtype, name=node.name or "",
+    )
+    output_sequence = int(_attr(node, "output_sequence", 0)) if version < 7 else None
+    return RecurrentNode(node, op, version, layer, inputs, outputs, output_sequence)
+
+
+def _value_dtype(value: Optional[ir.Value]):
+    if value is None or value.dtype is None:
+        return None
+    try:
+        return value.dtype.numpy()
+    except Exception:
+        return None
+
+
+def attributes(layer: Layer, version: int, *, output_sequence: Optional[int] = None) -> dict:
+    """The ONNX attributes of `layer` at `version`; defaults omitted so the node reads like a hand-written one."""
+    op = layer.kind
+    attrs: dict = {"hidden_size": layer.hidden_size}
+    if layer.direction != "forward":
+        attrs["direction"] = layer.direction
+    names, alphas, betas = act.to_attributes(op, [c.activations for c in layer.cells])
+    if names is not None:
+        attrs["activations"] = list(names)
+    if alphas is not None:
+        attrs["activation_alpha"] = [float(a) for a in alphas]
+    if betas is not None:
+        attrs["activation_beta"] = [float(b) for b in betas]
+    if layer.clip is not None:
+        attrs["clip"] = float(layer.clip)
+    if layer.linear_before_reset:
+        attrs["linear_before_reset"] = 1
+    if layer.input_forget:
+        attrs["input_forget"] = 1
+    if layer.layout:
+        attrs["layout"] = layer.layout
+    if version < 7 and output_sequence:
+        attrs["output_sequence"] = int(output_sequence)
+    allowed = attributes_at(op, version)
+    missing = sorted(k for k in attrs if k not in allowed)
+    if missing:
+        from rnnconv.errors import Unsupported
+
+        raise Unsupported(f"{op} node {layer.name!r}: {', '.join(missing)} cannot be expressed in {op}-{version}")
+    return attrs
+
+
+def tensors(layer: Layer) -> dict[str, Optional[np.ndarray]]:
+    """W, R, B, P in ONNX gate order (B and P None when the layer had none)."""
+    gates = GATES[layer.kind]
+    out = {"W": layer.stacked("W", gates), "R": layer.stacked("R", gates), "B": None, "P": None}
+    if layer.has_bias:
+        out["B"] = np.concatenate([layer.stacked("Wb", gates), layer.stacked("Rb", gates)], axis=1)
+    if layer.kind == "LSTM" and layer.has_peepholes:
+        out["P"] = layer.stacked("P", PEEPHOLES)
+    return out

@@ -1,0 +1,128 @@
+"""The OpenVINO recurrent dialect: gate order, bias folding and attributes of the opset5 Sequence ops.
+
+Specs: OpenVINO LSTMSequence-5, GRUSequence-5, RNNSequence-5 (docs.openvino.ai, Operation Specifications,
+Sequence processing; ../shared/spec/openvino-GRUSequence-5.txt); ONNX LSTM / GRU / RNN (onnx Operators.md).
+OpenVINO orders LSTM gates f,i,c,o (ONNX: i,o,f,c), GRU z,r,h (as ONNX); it holds one bias per gate,
+Wb + Rb, except GRU with linear_before_reset, whose h gate keeps both: [Wbz+Rbz, Wbr+Rbr, Wbh, Rbh].
+One activation list serves every direction; only relu, sigmoid and tanh exist; clip 0 means "no clip";
+there are no peepholes and no input_forget.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from rnnconv.layer import Cell, Layer
+
+ORDER = {"LSTM": ("f", "i", "c", "o"), "GRU": ("z", "r", "h"), "RNN": ("i",)}
+SEQUENCE_OP = {"LSTM": "LSTMSequence", "GRU": "GRUSequence", "RNN": "RNNSequence"}
+VERSION = "opset5"
+ACTIVATIONS = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh"}
+DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh"), "RNN": ("tanh",)}
+
+
+def bias_gates(kind: str, linear_before_reset: bool) -> list[tuple[str, tuple[str, ...]]]:
+    """Each B slot as (gate, which ONNX biases it sums): GRU lbr keeps h's two biases apart."""
+    if kind == "GRU" and linear_before_reset:
+        return [("z", ("Wb", "Rb")), ("r", ("Wb", "Rb")), ("h", ("Wb",)), ("h", ("Rb",))]
+    return [(g, ("Wb", "Rb")) for g in ORDER[kind]]
+
+
+def sequence_tensors(layer: Layer) -> dict[str, np.ndarray]:
+    """W [D,G*H,I], R [D,G*H,H], B [D,G*H] (GRU lbr: [D,4H]) in OpenVINO order, biases folded."""
+    order = ORDER[layer.kind]
+    W, R = layer.stacked("W", order), layer.stacked("R", order)
+    B = np.stack([np.concatenate([sum(getattr(c, src)[g] for src in srcs) for g, srcs in
+                                  bias_gates(layer.kind, layer.linear_before_reset)]) for c in layer.cells])
+    return {"W": W, "R": R, "B": B.astype(W.dtype)}
+
+
+def split_direction(kind: str, W: np.ndarray, R: np.ndarray, B: np.ndarray, lbr: bool):
+    """One direction of OpenVINO W [G*H,I], R [G*H,H], B back to gate-name dicts W, R, Wb, Rb (Rb = 0 where
+    OpenVINO folded it; exact, since only the sum enters the equations)."""
+    order = ORDER[kind]
+    Wd = dict(zip(order, np.split(W, len(order))))
+    Rd = dict(zip(order, np.split(R, len(order))))
+    slots = bias_gates(kind, lbr)
+    parts = np.split(B, len(slots))
+    Wb = {g: np.zeros_like(parts[0]) for g in order}
+    Rb = {g: np.zeros_like(parts[0]) for g in order}
+    for (g, srcs), part in zip(slots, parts):
+        (Rb if srcs == ("Rb",) else Wb)[g] = part
+    return Wd, Rd, Wb, Rb
+
+
+def layer_from_sequence(kind: str, attrs: dict, W: np.ndarray, R: np.ndarray, B: np.ndarray) -> Layer:
+    """An opset5 Sequence op's constants and attributes as a canonical Layer (for IR -> ONNX)."""
+    lbr = str(attrs.get("linear_before_reset", "false")).lower() in ("true", "1")
+    acts = activations_from_attrs(kind, attrs)
+    cells = []
+    for d in range(W.shape[0]):
+        Wd, Rd, Wb, Rb = split_direction(kind, W[d], R[d], B[d], lbr)
+        cells.append(Cell(W=Wd, R=Rd, Wb=Wb, Rb=Rb, activations=acts))
+    clip = float(attrs.get("clip", "0") or 0)
+    return Layer(kind=kind, direction=attrs.get("direction", "forward"), hidden_size=int(attrs["hidden_size"]),
+                 input_size=W.shape[-1], cells=cells, clip=clip if clip > 0 else None, linear_before_reset=lbr,
+                 dtype=W.dtype)
+
+
+def activations_from_attrs(kind: str, attrs: dict) -> tuple:
+    """OpenVINO's activations/activations_alpha/activations_beta as Activation objects (ONNX names)."""
+    from rnnconv.activations import Activation
+
+    text = attrs.get("activations")
+    names = [s.strip() for s in text.split(",")] if text else list(DEFAULT_ACTIVATIONS[kind])
+    back = {v: k for k, v in ACTIVATIONS.items()}
+    out = []
+    for n in names:
+        if n.lower() not in back:
+            from rnnconv.errors import Unsupported
+
+            raise Unsupported(f"OpenVINO {SEQUENCE_OP[kind]}: activation {n!r} is not one of relu, sigmoid, tanh")
+        out.append(Activation(back[n.lower()], None, None))
+    return tuple(out)
+
+
+def inexpressible(layer: Layer, peepholes_zero: Optional[bool]) -> list[str]:
+    """Why `layer` cannot be one opset5 Sequence op as it stands (empty: it can).
+
+    `peepholes_zero`: True when P is absent or constant zeros, False when nonzero, None when computed at run time.
+    """
+    reasons = []
+    if layer.kind == "LSTM" and layer.has_peepholes and not peepholes_zero:
+        reasons.append("peepholes (P): OpenVINO LSTMSequence-5 has no peephole input"
+                       + (" and P is computed at run time" if peepholes_zero is None else ""))
+    if layer.input_forget:
+        reasons.append("input_forget=1: OpenVINO LSTMSequence-5 has no coupled input/forget gate")
+    if layer.clip is not None and layer.clip <= 0:
+        reasons.append(f"clip={layer.clip}: OpenVINO reads clip 0 as 'no clip', ONNX clips to [-0, 0]")
+    for d, cell in enumerate(layer.cells):
+        for a in cell.activations:
+            if a.name not in ACTIVATIONS:
+                reasons.append(f"activation {a.name}: OpenVINO Sequence ops know only relu, sigmoid, tanh")
+    if len(layer.cells) == 2 and _names(layer.cells[0]) != _names(layer.cells[1]):
+        reasons.append("different activations per direction: OpenVINO has one list for both directions")
+    return list(dict.fromkeys(reasons))
+
+
+def _names(cell: Cell) -> tuple[str, ...]:
+    return tuple(a.name for a in cell.activations)
+
+
+def attributes(layer: Layer, cell_index: Optional[int] = None, direction: Optional[str] = None) -> dict:
+    """The `<data>` of the Sequence op, attribute for attribute as ov.save_model writes it."""
+    cell = layer.cells[cell_index or 0]
+    attrs = {"direction": direction or layer.direction}
+    if layer.kind == "GRU":
+        attrs["linear_before_reset"] = bool(layer.linear_before_reset)
+    attrs.update({
+        "hidden_size": layer.hidden_size,
+        "activations": ", ".join(ACTIVATIONS[a.name] for a in cell.activations),
+        # relu, sigmoid and tanh take no alpha/beta.
+        "activations_alpha": "",
+        "activations_beta": "",
+        "clip": float(layer.clip) if layer.clip else 0,
+    })
+    return attrs

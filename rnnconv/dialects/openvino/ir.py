@@ -1,0 +1,509 @@
+"""An in-memory OpenVINO IR graph, its writer (IR version 11 .xml + .bin) and its reader (IR versions 10 and 11).
+
+Format: OpenVINO "IR format" docs (docs.openvino.ai, Intermediate Representation) and what `ov.save_model` writes:
+`<net version="11"><layers><layer id name type version><data .../><input><port id precision><dim/>...`,
+`<edges><edge from-layer from-port to-layer to-port/>`; Const data lives in the .bin at (offset, size).
+Port ids: inputs are numbered first, outputs continue after them. Dims are -1 when dynamic.
+
+Writing needs only numpy and the standard library. Reading refuses any DOCTYPE (so no entity expansion and no
+external entities can happen) and checks every .bin offset against the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import xml.parsers.expat
+from pathlib import Path
+from typing import Optional, Sequence
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+
+from rnnconv.errors import BadInput
+
+# element_type (Parameter/Const data) <-> port precision <-> numpy, from the IR format page and ov.save_model.
+ELEMENT_TYPES = {
+    "f64": ("FP64", np.dtype("float64")),
+    "f32": ("FP32", np.dtype("float32")),
+    "f16": ("FP16", np.dtype("float16")),
+    "i64": ("I64", np.dtype("int64")),
+    "i32": ("I32", np.dtype("int32")),
+    "i16": ("I16", np.dtype("int16")),
+    "i8": ("I8", np.dtype("int8")),
+    "u64": ("U64", np.dtype("uint64")),
+    "u32": ("U32", np.dtype("uint32")),
+    "u16": ("U16", np.dtype("uint16")),
+    "u8": ("U8", np.dtype("uint8")),
+    "boolean": ("BOOL", np.dtype("bool")),
+}
+PRECISION_TO_TYPE = {p: t for t, (p, _) in ELEMENT_TYPES.items()}
+
+
+def element_type_of(dtype) -> str:
+    dtype = np.dtype(dtype)
+    for t, (_, d) in ELEMENT_TYPES.items():
+        if d == dtype:
+            return t
+    raise BadInput(f"no OpenVINO element type for numpy dtype {dtype}")
+
+
+def numpy_dtype(element_type: str) -> np.dtype:
+    try:
+        return ELEMENT_TYPES[element_type][1]
+    except KeyError:
+        raise BadInput(f"unsupported OpenVINO element type {element_type!r}") from None
+
+
+@dataclasses.dataclass
+class Port:
+    id: int
+    element_type: str
+    dims: Optional[list[int]]  # -1 for a dynamic dim; None for a dynamic rank
+    names: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class IRLayer:
+    id: int
+    name: str
+    type: str
+    version: str
+    attrs: dict[str, str] = dataclasses.field(default_factory=dict)
+    inputs: list[Port] = dataclasses.field(default_factory=list)
+    outputs: list[Port] = dataclasses.field(default_factory=list)
+    value: Optional[np.ndarray] = None  # Const data
+    body: Optional["IRGraph"] = None  # TensorIterator / Loop body
+    port_map: list[tuple[str, dict[str, str]]] = dataclasses.field(default_factory=list)  # ("input"|"output", attrs)
+    back_edges: list[dict[str, str]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Out:
+    """One output port of one layer: what an edge starts from."""
+
+    layer: IRLayer
+    index: int  # position among the layer's outputs
+
+    @property
+    def port(self) -> Port:
+        return self.layer.outputs[self.index]
+
+    @property
+    def dims(self) -> Optional[list[int]]:
+        return self.port.dims
+
+    @property
+    def element_type(self) -> str:
+        return self.port.element_type
+
+    @property
+    def const(self) -> Optional[np.ndarray]:
+        return self.layer.value if self.layer.type == "Const" else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Edge:
+    from_layer: int
+    from_port: int
+    to_layer: int
+    to_port: int
+
+
+class IRGraph:
+    """Layers and edges; `add` infers output ports with `rnnconv.dialects.openvino.shapes`."""
+
+    def __init__(self, name: str = "rnnconv"):
+        self.name = name
+        self.layers: list[IRLayer] = []
+        self.edges: list[Edge] = []
+        self._names: set[str] = set()
+
+    # -- building -------------------------------------------------------------------------------------------
+    def _unique(self, base: str) -> str:
+        name, i = base, 1
+        while name in self._names:
+            name = f"{base}_{i}"
+            i += 1
+        self._names.add(name)
+        return name
+
+    def _new(self, type_: str, version: str, name: Optional[str], attrs) -> IRLayer:
+        layer = IRLayer(len(self.layers), self._unique(name or f"{type_}_{len(self.layers)}"), type_, version,
+                        {k: _attr_text(v) for k, v in (attrs or {}).items()})
+        self.layers.append(layer)
+        return layer
+
+    def parameter(self, name: str, element_type: str, dims: Optional[Sequence[int]]) -> Out:
+        shape = "..." if dims is None else ",".join("?" if d < 0 else str(d) for d in dims)
+        layer = self._new("Parameter", "opset1", name, {"shape": shape, "element_type": element_type})
+        layer.outputs.append(Port(0, element_type, None if dims is None else list(dims), [name]))
+        return Out(layer, 0)
+
+    def const(self, array, name: Optional[str] = None, element_type: Optional[str] = None) -> Out:
+        array = np.asarray(array)
+        if element_type is not None:
+            array = array.astype(numpy_dtype(element_type))
+        et = element_type_of(array.dtype)
+        layer = self._new("Const", "opset1", name, {"element_type": et, "shape": ", ".join(map(str, array.shape))})
+        layer.value = np.ascontiguousarray(array)
+        layer.outputs.append(Port(0, et, list(array.shape)))
+        return Out(layer, 0)
+
+    def add(self, type_: str, inputs: Sequence[Out], attrs: Optional[dict] = None, *, version: str = "opset1",
+            name: Optional[str] = None, outputs: Optional[list[tuple[str, Optional[list[int]]]]] = None) -> list[Out]:
+        """Add an operation; output ports come from `outputs` or from shape inference."""
+        from rnnconv.dialects.openvino import shapes
+
+        layer = self._new(type_, version, name, attrs)
+        for i, src in enumerate(inputs):
+            layer.inputs.append(Port(i, src.element_type, None if src.dims is None else list(src.dims)))
+            self.edges.append(Edge(src.layer.id, src.port.id, layer.id, i))
+        if outputs is None:
+            outputs = shapes.infer(layer, list(inputs))
+        for j, (et, dims) in enumerate(outputs):
+            layer.outputs.append(Port(len(inputs) + j, et, None if dims is None else list(dims)))
+        return [Out(layer, j) for j in range(len(layer.outputs))]
+
+    def op(self, type_: str, *inputs: Out, version: str = "opset1", name: Optional[str] = None, **attrs) -> Out:
+        """`add` for single-output operations, attributes as keywords."""
+        return self.add(type_, inputs, attrs, version=version, name=name)[0]
+
+    def result(self, src: Out, name: Optional[str] = None) -> IRLayer:
+        layer = self._new("Result", "opset1", name, None)
+        layer.inputs.append(Port(0, src.element_type, None if src.dims is None else list(src.dims)))
+        self.edges.append(Edge(src.layer.id, src.port.id, layer.id, 0))
+        return layer
+
+    # -- reading ------------------------------------------------------------------------------------------
+    def by_id(self) -> dict[int, IRLayer]:
+        return {layer.id: layer for layer in self.layers}
+
+    def producers(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """(to_layer, to_port) -> (from_layer, from_port)."""
+        return {(e.to_layer, e.to_port): (e.from_layer, e.from_port) for e in self.edges}
+
+    def parameters(self) -> list[IRLayer]:
+        return [layer for layer in self.layers if layer.type == "Parameter"]
+
+    def results(self) -> list[IRLayer]:
+        return [layer for layer in self.layers if layer.type == "Result"]
+
+    def topological(self) -> list[IRLayer]:
+        """Layers in an order where every producer comes before its consumers; a cycle is BadInput."""
+        by_id = self.by_id()
+        deps: dict[int, set[int]] = {lid: set() for lid in by_id}
+        for e in self.edges:
+            if e.to_layer not in by_id or e.from_layer not in by_id:
+                raise BadInput(f"IR edge {e.from_layer}:{e.from_port} -> {e.to_layer}:{e.to_port} names no layer")
+            deps[e.to_layer].add(e.from_layer)
+        order, state = [], {}
+        for root in by_id:
+            stack = [(root, iter(sorted(deps[root])))]
+            if state.get(root) == 2:
+                continue
+            state[root] = 1
+            while stack:
+                lid, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    stack.pop()
+                    state[lid] = 2
+                    order.append(by_id[lid])
+                elif state.get(nxt) == 1:
+                    raise BadInput(f"IR graph has a cycle through layer {nxt}")
+                elif state.get(nxt) is None:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(sorted(deps[nxt]))))
+        return order
+
+    def output_names(self) -> list[str]:
+        """The tensor names of each Result's input, first name of each (how ONNX outputs are named)."""
+        producers, by_id = self.producers(), self.by_id()
+        names = []
+        for res in self.results():
+            src = producers.get((res.id, 0))
+            port = _port(by_id[src[0]].outputs, src[1]) if src else None
+            names.append(port.names[0] if port is not None and port.names else res.name)
+        return names
+
+
+def _port(ports: list[Port], pid: int) -> Optional[Port]:
+    for p in ports:
+        if p.id == pid:
+            return p
+    return None
+
+
+def _attr_text(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_attr_text(x) for x in v)
+    if isinstance(v, (float, np.floating)):
+        return "0" if v == 0 else repr(float(v))
+    return str(v)
+
+
+def _escape_names(names: list[str]) -> str:
+    # Tensor names are comma-separated in IR; a comma inside a name is written "\,".
+    return ",".join(n.replace(",", "\\,") for n in names)
+
+
+def _split_names(text: str) -> list[str]:
+    names, cur, i = [], "", 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] == ",":
+            cur += ","
+            i += 2
+            continue
+        if text[i] == ",":
+            names.append(cur.strip())
+            cur = ""
+        else:
+            cur += text[i]
+        i += 1
+    if cur.strip():
+        names.append(cur.strip())
+    return [n for n in names if n]
+
+
+# -- writer ------------------------------------------------------------------------------------------------
+def serialize(graph: IRGraph) -> tuple[bytes, bytes]:
+    """(xml, bin) bytes of IR version 11."""
+    blobs: list[bytes] = []
+    offsets: dict[bytes, int] = {}
+    state = {"size": 0}
+
+    def place(data: bytes) -> int:
+        # Identical constants share bytes, as ov.save_model does.
+        if data in offsets:
+            return offsets[data]
+        off = state["size"]
+        offsets[data] = off
+        blobs.append(data)
+        state["size"] += len(data)
+        return off
+
+    lines = ['<?xml version="1.0"?>', f"<net name={quoteattr(graph.name)} version=\"11\">"]
+    _write_body(graph, lines, place, 1)
+    lines.append("</net>")
+    return ("\n".join(lines) + "\n").encode("utf-8"), b"".join(blobs)
+
+
+def _write_body(graph: IRGraph, lines: list[str], place, depth: int) -> None:
+    ind = "\t" * depth
+    lines.append(f"{ind}<layers>")
+    for layer in graph.layers:
+        attrs = dict(layer.attrs)
+        if layer.type == "Const":
+            data = np.ascontiguousarray(layer.value).tobytes()
+            attrs["offset"] = str(place(data))
+            attrs["size"] = str(len(data))
+        lines.append(f"{ind}\t<layer id=\"{layer.id}\" name={quoteattr(layer.name)} type={quoteattr(layer.type)} "
+                     f"version={quoteattr(layer.version)}>")
+        if attrs or layer.type in ("Parameter", "Const"):
+            text = " ".join(f"{k}={quoteattr(v)}" for k, v in attrs.items())
+            lines.append(f"{ind}\t\t<data {text} />")
+        for tag, ports in (("input", layer.inputs), ("output", layer.outputs)):
+            if not ports:
+                continue
+            lines.append(f"{ind}\t\t<{tag}>")
+            for p in ports:
+                precision = ELEMENT_TYPES[p.element_type][0]
+                names = f" names={quoteattr(_escape_names(p.names))}" if p.names else ""
+                head = f"{ind}\t\t\t<port id=\"{p.id}\" precision=\"{precision}\"{names}"
+                if not p.dims:
+                    lines.append(head + " />")
+                    continue
+                lines.append(head + ">")
+                lines.extend(f"{ind}\t\t\t\t<dim>{d}</dim>" for d in p.dims)
+                lines.append(f"{ind}\t\t\t</port>")
+            lines.append(f"{ind}\t\t</{tag}>")
+        if layer.port_map:
+            lines.append(f"{ind}\t\t<port_map>")
+            for kind, pm in layer.port_map:
+                text = " ".join(f"{k}={quoteattr(v)}" for k, v in pm.items())
+                lines.append(f"{ind}\t\t\t<{kind} {text} />")
+            lines.append(f"{ind}\t\t</port_map>")
+        if layer.back_edges:
+            lines.append(f"{ind}\t\t<back_edges>")
+            for be in layer.back_edges:
+                text = " ".join(f"{k}={quoteattr(v)}" for k, v in be.items())
+                lines.append(f"{ind}\t\t\t<edge {text} />")
+            lines.append(f"{ind}\t\t</back_edges>")
+        if layer.body is not None:
+            lines.append(f"{ind}\t\t<body>")
+            _write_body(layer.body, lines, place, depth + 3)
+            lines.append(f"{ind}\t\t</body>")
+        lines.append(f"{ind}\t</layer>")
+    lines.append(f"{ind}</layers>")
+    lines.append(f"{ind}<edges>")
+    for e in graph.edges:
+        lines.append(f"{ind}\t<edge from-layer=\"{e.from_layer}\" from-port=\"{e.from_port}\" "
+                     f"to-layer=\"{e.to_layer}\" to-port=\"{e.to_port}\" />")
+    lines.append(f"{ind}</edges>")
+
+
+def write(graph: IRGraph, xml_path, bin_path=None) -> tuple[Path, Path]:
+    """Write `graph` as IR v11; the .bin goes beside the .xml unless given. Not atomic: see to_openvino."""
+    xml_path = Path(xml_path)
+    bin_path = Path(bin_path) if bin_path is not None else xml_path.with_suffix(".bin")
+    xml_bytes, bin_bytes = serialize(graph)
+    bin_path.write_bytes(bin_bytes)
+    xml_path.write_bytes(xml_bytes)
+    return xml_path, bin_path
+
+
+# -- reader ------------------------------------------------------------------------------------------------
+class _Element:
+    __slots__ = ("tag", "attrib", "children", "text")
+
+    def __init__(self, tag, attrib):
+        self.tag, self.attrib, self.children, self.text = tag, attrib, [], ""
+
+    def find(self, tag):
+        return next((c for c in self.children if c.tag == tag), None)
+
+    def findall(self, tag):
+        return [c for c in self.children if c.tag == tag]
+
+
+def parse_xml(data: bytes, where: str = "<xml>") -> _Element:
+    """Parse with expat, refusing DOCTYPE and entity declarations (so neither entity expansion nor external
+    entities can happen); no dependency beyond the standard library."""
+    parser = xml.parsers.expat.ParserCreate()
+    parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    stack: list[_Element] = []
+    root: list[_Element] = []
+
+    def refuse(*_):
+        raise BadInput(f"{where}: IR XML must not contain a DOCTYPE or entity declarations")
+
+    def start(tag, attrib):
+        el = _Element(tag, attrib)
+        if stack:
+            stack[-1].children.append(el)
+        else:
+            root.append(el)
+        stack.append(el)
+
+    def end(_tag):
+        stack.pop()
+
+    def chars(text):
+        if stack:
+            stack[-1].text += text
+
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    parser.UnparsedEntityDeclHandler = refuse
+    parser.ExternalEntityRefHandler = refuse
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.CharacterDataHandler = chars
+    try:
+        parser.Parse(data, True)
+    except xml.parsers.expat.ExpatError as err:
+        raise BadInput(f"{where}: not well-formed XML ({err})") from err
+    if not root:
+        raise BadInput(f"{where}: empty XML")
+    return root[0]
+
+
+def read(xml_path, bin_path=None) -> IRGraph:
+    """Read IR version 10 or 11; Const data is copied out of the .bin after checking offsets."""
+    xml_path = Path(xml_path)
+    bin_path = Path(bin_path) if bin_path is not None else xml_path.with_suffix(".bin")
+    try:
+        data = xml_path.read_bytes()
+    except OSError as err:
+        from rnnconv.errors import IOFailure
+
+        raise IOFailure(f"{xml_path}: cannot read ({err.strerror or err})") from err
+    weights = bin_path.read_bytes() if bin_path.exists() else b""
+    return parse(data, weights, where=str(xml_path))
+
+
+def parse(xml_bytes: bytes, bin_bytes: bytes = b"", where: str = "<xml>") -> IRGraph:
+    root = parse_xml(xml_bytes, where)
+    if root.tag != "net":
+        raise BadInput(f"{where}: root element is <{root.tag}>, expected <net>")
+    version = root.attrib.get("version")
+    if version not in ("10", "11"):
+        raise BadInput(f"{where}: IR version {version!r} is not supported (10 or 11)")
+    graph = _read_body(root, bin_bytes, where)
+    graph.name = root.attrib.get("name", "model")
+    return graph
+
+
+def _int(text, where):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise BadInput(f"{where}: {text!r} is not an integer") from None
+
+
+def _read_ports(el: Optional[_Element], where) -> list[Port]:
+    ports = []
+    for p in (el.findall("port") if el is not None else []):
+        precision = p.attrib.get("precision", "FP32").upper()
+        et = PRECISION_TO_TYPE.get(precision, precision.lower())
+        dims = [_int(d.text.strip(), where) for d in p.findall("dim")]
+        ports.append(Port(_int(p.attrib.get("id"), where), et, dims, _split_names(p.attrib.get("names", ""))))
+    return ports
+
+
+def _read_body(net: _Element, bin_bytes: bytes, where: str) -> IRGraph:
+    graph = IRGraph()
+    layers_el = net.find("layers")
+    if layers_el is None:
+        raise BadInput(f"{where}: no <layers>")
+    for el in layers_el.findall("layer"):
+        lid = _int(el.attrib.get("id"), where)
+        data = el.find("data")
+        attrs = dict(data.attrib) if data is not None else {}
+        layer = IRLayer(lid, el.attrib.get("name", f"layer_{lid}"), el.attrib.get("type", ""),
+                        el.attrib.get("version", "opset1"), attrs,
+                        _read_ports(el.find("input"), where), _read_ports(el.find("output"), where))
+        if layer.type == "Const":
+            layer.value = _const_data(layer, bin_bytes, where)
+            for k in ("offset", "size"):
+                layer.attrs.pop(k, None)
+        pm = el.find("port_map")
+        if pm is not None:
+            layer.port_map = [(c.tag, dict(c.attrib)) for c in pm.children]
+        be = el.find("back_edges")
+        if be is not None:
+            layer.back_edges = [dict(c.attrib) for c in be.findall("edge")]
+        body = el.find("body")
+        if body is not None:
+            layer.body = _read_body(body, bin_bytes, where)
+        graph.layers.append(layer)
+        graph._names.add(layer.name)
+    edges_el = net.find("edges")
+    for e in (edges_el.findall("edge") if edges_el is not None else []):
+        graph.edges.append(Edge(*(_int(e.attrib.get(k), where) for k in ("from-layer", "from-port", "to-layer",
+                                                                          "to-port"))))
+    return graph
+
+
+def _const_data(layer: IRLayer, bin_bytes: bytes, where: str) -> np.ndarray:
+    label = f"{where}: Const layer {layer.name!r}"
+    et = layer.attrs.get("element_type")
+    dtype = numpy_dtype(et)
+    shape_text = layer.attrs.get("shape", "").strip()
+    shape = tuple(_int(s.strip(), label) for s in shape_text.split(",") if s.strip()) if shape_text else ()
+    if any(s < 0 for s in shape):
+        raise BadInput(f"{label}: negative dimension in shape {shape_text!r}")
+    offset, size = _int(layer.attrs.get("offset", "0"), label), _int(layer.attrs.get("size", "0"), label)
+    need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if offset < 0 or size < 0 or size != need:
+        raise BadInput(f"{label}: size {size} does not match shape {list(shape)} of {et} ({need} bytes)")
+    if offset + size > len(bin_bytes):
+        raise BadInput(f"{label}: bytes {offset}..{offset + size} lie outside the .bin ({len(bin_bytes)} bytes)")
+    return np.frombuffer(bin_bytes, dtype=dtype, count=need // dtype.itemsize, offset=offset).reshape(shape).copy()
+
+
+def bin_path_for(xml_path) -> Path:
+    return Path(os.fspath(xml_path)).with_suffix(".bin")

@@ -1,0 +1,401 @@
+"""An interpreter of the OpenVINO IR operations rnnconv emits, with OpenVINO's semantics (not ONNX's).
+
+Each kernel follows its page in the OpenVINO operation specs (docs.openvino.ai, Operation Specifications);
+the Sequence ops split OpenVINO's tensors (fico gate order, folded bias, batch-major [N,D,T,H] Y, GRU
+linear_before_reset 4H bias) back into gate names and call the shared recurrence core.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Mapping, Union
+
+import numpy as np
+
+from rnnconv.dialects.openvino import gates as ov_gates
+from rnnconv.dialects.openvino import ir as ovir
+from rnnconv.errors import BadInput, Unsupported
+
+PRECISIONS = {"float64": np.float64, "float32": np.float32}
+
+KERNELS: dict[str, Callable] = {}
+
+
+def kernel(*types):
+    def register(fn):
+        for t in types:
+            KERNELS[t] = fn
+        return fn
+
+    return register
+
+
+def run_ir(graph: Union[ovir.IRGraph, str, os.PathLike], feeds: Mapping[str, np.ndarray],
+           precision: str = "float64", *, keep: bool = False) -> dict[str, np.ndarray]:
+    """Run an IR graph (or an .xml path); returns each Result's value under its tensor name.
+
+    Floating-point tensors are computed in `precision`. `keep=True` returns every named tensor too.
+    """
+    if not isinstance(graph, ovir.IRGraph):
+        graph = ovir.read(Path(graph))
+    fdt = np.dtype(PRECISIONS[precision])
+    values = _execute(graph, feeds, fdt, keep)
+    return values
+
+
+def _float(x, fdt):
+    x = np.asarray(x)
+    return x.astype(fdt) if x.dtype.kind == "f" else x
+
+
+def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None = None) -> dict[str, np.ndarray]:
+    producers = graph.producers()
+    computed: dict[tuple[int, int], np.ndarray] = {}
+    outputs: dict[str, np.ndarray] = {}
+    for layer in graph.topological():
+        args = []
+        for p in layer.inputs:
+            src = producers.get((layer.id, p.id))
+            if src is None:
+                raise BadInput(f"IR layer {layer.name!r} input port {p.id} is not connected")
+            args.append(computed[src])
+        if layer.type == "Parameter":
+            if inner is not None and layer.id in inner:
+                value = inner[layer.id]
+            else:
+                name = layer.outputs[0].names[0] if layer.outputs[0].names else layer.name
+                if name not in feeds:
+                    raise BadInput(f"no value fed for IR Parameter {name!r}")
+                value = np.asarray(feeds[name])
+                want = ovir.numpy_dtype(layer.attrs.get("element_type", layer.outputs[0].element_type))
+                value = value.astype(want) if want.kind != "f" else value
+            results = [_float(value, fdt)]
+        elif layer.type == "Const":
+            results = [_float(layer.value, fdt)]
+        elif layer.type == "Result":
+            src = producers[(layer.id, 0)]
+            port = ovir._port(graph.by_id()[src[0]].outputs, src[1])
+            name = port.names[0] if port is not None and port.names else layer.name
+            outputs[name] = args[0]
+            computed[(layer.id, -1)] = args[0]
+            continue
+        else:
+            fn = KERNELS.get(layer.type)
+            if fn is None:
+                raise Unsupported(f"IR layer {layer.name!r}: the interpreter has no kernel for {layer.type}")
+            results = fn(layer, args, fdt) if layer.type != "TensorIterator" else _tensor_iterator(layer, args, fdt)
+            if not isinstance(results, (list, tuple)):
+                results = [results]
+        for port, value in zip(layer.outputs, results):
+            computed[(layer.id, port.id)] = value
+            if keep:
+                for n in port.names:
+                    outputs.setdefault(n, value)
+    if inner is not None:
+        return {"__computed__": computed, **outputs}
+    return outputs
+
+
+def _flag(layer, key, default=False):
+    v = layer.attrs.get(key)
+    return default if v is None else v.lower() in ("true", "1")
+
+
+def _ints(x):
+    return [int(v) for v in np.asarray(x).reshape(-1)]
+
+
+# -- elementwise -------------------------------------------------------------------------------------------
+_UNARY = {
+    "Relu": lambda x: np.maximum(x, 0),
+    "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "Tanh": np.tanh, "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt, "Negative": np.negative, "Abs": np.abs,
+    "Floor": np.floor, "Ceiling": np.ceil, "Sign": np.sign, "Sin": np.sin, "Cos": np.cos,
+}
+for _t, _f in _UNARY.items():
+    KERNELS[_t] = (lambda f: lambda layer, a, fdt: f(a[0]).astype(a[0].dtype))(_f)
+
+
+@kernel("Add", "Subtract", "Multiply", "Maximum", "Minimum", "Power")
+def _binary(layer, a, fdt):
+    """Add-1, Subtract-1, Multiply-1, Maximum-1, Minimum-1, Power-1: auto_broadcast numpy."""
+    f = {"Add": np.add, "Subtract": np.subtract, "Multiply": np.multiply, "Maximum": np.maximum,
+         "Minimum": np.minimum, "Power": np.power}[layer.type]
+    return np.asarray(f(a[0], a[1])).astype(a[0].dtype)
+
+
+@kernel("Divide")
+def _divide(layer, a, fdt):
+    """Divide-1: integer division floors when m_pythondiv (default true), else truncates."""
+    x, y = a
+    if x.dtype.kind in "iu":
+        return (np.floor_divide(x, y) if _flag(layer, "m_pythondiv", True) else np.trunc(x / y)).astype(x.dtype)
+    return np.divide(x, y).astype(x.dtype)
+
+
+@kernel("Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr")
+def _compare(layer, a, fdt):
+    f = {"Equal": np.equal, "NotEqual": np.not_equal, "Less": np.less, "LessEqual": np.less_equal,
+         "Greater": np.greater, "GreaterEqual": np.greater_equal, "LogicalAnd": np.logical_and,
+         "LogicalOr": np.logical_or}[layer.type]
+    return f(a[0], a[1])
+
+
+@kernel("Select")
+def _select(layer, a, fdt):
+    """Select-1: numpy broadcast of cond, then, else."""
+    return np.where(a[0].astype(bool), a[1], a[2])
+
+
+@kernel("Clamp")
+def _clamp(layer, a, fdt):
+    return np.clip(a[0], float(layer.attrs["min"]), float(layer.attrs["max"])).astype(a[0].dtype)
+
+
+@kernel("Erf")
+def _erf(layer, a, fdt):
+    import math
+
+    return np.vectorize(math.erf, otypes=[a[0].dtype])(a[0])
+
+
+@kernel("Convert")
+def _convert(layer, a, fdt):
+    """Convert-1: floating destinations compute in the interpreter's precision."""
+    dst = ovir.numpy_dtype(layer.attrs["destination_type"])
+    x = a[0]
+    if dst.kind == "f":
+        if fdt == np.float64:
+            return x.astype(np.float64)
+        return x.astype(dst).astype(fdt) if dst.itemsize < 4 else x.astype(fdt)
+    if x.dtype.kind == "f" and dst.kind in "iu":
+        return np.trunc(x).astype(dst)
+    return x.astype(dst)
+
+
+# -- shapes and data movement ------------------------------------------------------------------------------
+@kernel("ShapeOf")
+def _shape_of(layer, a, fdt):
+    return np.array(a[0].shape, dtype=ovir.numpy_dtype(layer.attrs.get("output_type", "i64")))
+
+
+@kernel("Transpose")
+def _transpose(layer, a, fdt):
+    """Transpose-1: an empty order reverses the axes."""
+    order = _ints(a[1])
+    return np.transpose(a[0], order or None)
+
+
+@kernel("Reshape")
+def _reshape(layer, a, fdt):
+    """Reshape-1: with special_zero a 0 copies the input dim at that position; one -1 is inferred."""
+    target = _ints(a[1])
+    if _flag(layer, "special_zero"):
+        target = [a[0].shape[i] if v == 0 else v for i, v in enumerate(target)]
+    return a[0].reshape(target)
+
+
+@kernel("Squeeze")
+def _squeeze(layer, a, fdt):
+    """Squeeze-1: without axes every size-1 dim goes; a listed axis whose size is not 1 is an error."""
+    if len(a) < 2:
+        return np.squeeze(a[0])
+    axes = tuple(v + a[0].ndim if v < 0 else v for v in _ints(a[1]))
+    return np.squeeze(a[0], axis=axes) if axes else a[0]
+
+
+@kernel("Unsqueeze")
+def _unsqueeze(layer, a, fdt):
+    rank = a[0].ndim + len(_ints(a[1]))
+    axes = sorted(v + rank if v < 0 else v for v in _ints(a[1]))
+    out = a[0]
+    for ax in axes:
+        out = np.expand_dims(out, ax)
+    return out
+
+
+@kernel("Concat")
+def _concat(layer, a, fdt):
+    return np.concatenate(a, axis=int(layer.attrs["axis"]))
+
+
+@kernel("Split")
+def _split(layer, a, fdt):
+    return np.split(a[0], int(layer.attrs["num_splits"]), axis=int(_ints(a[1])[0]))
+
+
+@kernel("VariadicSplit")
+def _variadic_split(layer, a, fdt):
+    """VariadicSplit-1: one length may be -1 (the rest)."""
+    ax = int(_ints(a[1])[0])
+    ax = ax + a[0].ndim if ax < 0 else ax
+    lengths = _ints(a[2])
+    if -1 in lengths:
+        lengths[lengths.index(-1)] = a[0].shape[ax] - sum(v for v in lengths if v != -1)
+    return np.split(a[0], np.cumsum(lengths)[:-1], axis=ax)
+
+
+@kernel("Slice")
+def _slice(layer, a, fdt):
+    """Slice-8: start/stop/step per axis (all axes in order when absent), clamped like Python slicing."""
+    data = a[0]
+    starts, stops, steps = _ints(a[1]), _ints(a[2]), _ints(a[3])
+    axes = _ints(a[4]) if len(a) > 4 else list(range(len(starts)))
+    index = [slice(None)] * data.ndim
+    for s, e, st, ax in zip(starts, stops, steps, axes):
+        index[ax + data.ndim if ax < 0 else ax] = slice(s, e, st)
+    return data[tuple(index)]
+
+
+@kernel("Gather")
+def _gather(layer, a, fdt):
+    """Gather-8 with batch_dims 0: negative indices count from the end."""
+    if int(layer.attrs.get("batch_dims", "0")) != 0:
+        raise Unsupported(f"IR layer {layer.name!r}: Gather with batch_dims != 0")
+    ax = int(_ints(a[2])[0])
+    ax = ax + a[0].ndim if ax < 0 else ax
+    idx = a[1].astype(np.int64)
+    idx = np.where(idx < 0, idx + a[0].shape[ax], idx)
+    return np.take(a[0], idx, axis=ax)
+
+
+@kernel("Broadcast")
+def _broadcast(layer, a, fdt):
+    """Broadcast-3: numpy mode to exactly the target shape; bidirectional mode as numpy broadcasting."""
+    target = _ints(a[1])
+    if layer.attrs.get("mode", "numpy") == "bidirectional":
+        target = np.broadcast_shapes(a[0].shape, tuple(target))
+    return np.broadcast_to(a[0], tuple(target)).copy()
+
+
+@kernel("MatMul")
+def _matmul(layer, a, fdt):
+    x, y = a
+    if _flag(layer, "transpose_a") and x.ndim > 1:
+        x = np.swapaxes(x, -1, -2)
+    if _flag(layer, "transpose_b") and y.ndim > 1:
+        y = np.swapaxes(y, -1, -2)
+    return np.matmul(x, y)
+
+
+@kernel("SoftMax", "Softmax")
+def _softmax(layer, a, fdt):
+    x = a[0]
+    ax = int(layer.attrs.get("axis", "1"))
+    e = np.exp(x - x.max(axis=ax, keepdims=True))
+    return e / e.sum(axis=ax, keepdims=True)
+
+
+@kernel("LogSoftmax")
+def _log_softmax(layer, a, fdt):
+    x = a[0]
+    ax = int(layer.attrs.get("axis", "1"))
+    m = x - x.max(axis=ax, keepdims=True)
+    return m - np.log(np.exp(m).sum(axis=ax, keepdims=True))
+
+
+@kernel("ReduceMean", "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin")
+def _reduce(layer, a, fdt):
+    f = {"ReduceMean": np.mean, "ReduceProd": np.prod, "ReduceSum": np.sum, "ReduceMax": np.max,
+         "ReduceMin": np.min}[layer.type]
+    axes = tuple(v + a[0].ndim if v < 0 else v for v in _ints(a[1]))
+    return np.asarray(f(a[0], axis=axes, keepdims=_flag(layer, "keep_dims"))).astype(a[0].dtype)
+
+
+# -- recurrent ---------------------------------------------------------------------------------------------
+@kernel("LSTMSequence", "GRUSequence", "RNNSequence")
+def _sequence(layer, a, fdt):
+    """LSTMSequence-5, GRUSequence-5, RNNSequence-5 (OpenVINO spec pages of the same names).
+
+    Inputs X [N,T,I], H0 [N,D,H] (, C0 [N,D,H]), sequence_lengths [N], W [D,G*H,I], R [D,G*H,H], B [D,G*H]
+    (GRU linear_before_reset: [D,4H]); outputs Y [N,D,T,H], Ho [N,D,H] (, Co [N,D,H]).
+    """
+    from rnnconv.engine.recurrence import run_direction
+
+    kind = layer.type[: -len("Sequence")]
+    if kind == "LSTM":
+        X, H0, C0, lens, W, R, B = a
+    else:
+        X, H0, lens, W, R, B = a
+        C0 = None
+    lbr = _flag(layer, "linear_before_reset")
+    direction = layer.attrs.get("direction", "forward")
+    acts = ov_gates.activations_from_attrs(kind, layer.attrs)
+    clip = float(layer.attrs.get("clip", "0") or 0)
+    N, T = X.shape[0], X.shape[1]
+    lens = np.asarray(lens).astype(np.int64)
+    if lens.size == 1 and N != 1:
+        lens = np.broadcast_to(lens, (N,))
+    Xt = np.transpose(X, (1, 0, 2))
+    ys, hs, cs = [], [], []
+    reverse_flags = [direction == "reverse"] if direction != "bidirectional" else [False, True]
+    for d, reverse in enumerate(reverse_flags):
+        Wd, Rd, Wb, Rb = ov_gates.split_direction(kind, W[d], R[d], B[d], lbr)
+        Y, Yh, Yc = run_direction(
+            kind, Xt, Wd, Rd, Wb, Rb, {}, acts, clip=clip if clip > 0 else None, linear_before_reset=lbr,
+            input_forget=False, sequence_lens=lens, initial_h=H0[:, d], initial_c=None if C0 is None else C0[:, d],
+            reverse=reverse, dtype=fdt)
+        ys.append(np.transpose(Y, (1, 0, 2)))  # [N,T,H]
+        hs.append(Yh)
+        cs.append(Yc)
+    out = [np.stack(ys, axis=1).astype(fdt), np.stack(hs, axis=1).astype(fdt)]
+    if kind == "LSTM":
+        out.append(np.stack(cs, axis=1).astype(fdt))
+    return out
+
+
+def _tensor_iterator(layer, args, fdt):
+    """TensorIterator-1: slice inputs along `axis` per iteration, carry back_edges, concatenate or keep last."""
+    body = layer.body
+    inputs = {int(pm["external_port_id"]): pm for kind, pm in layer.port_map if kind == "input"}
+    outs = [pm for kind, pm in layer.port_map if kind == "output"]
+    back = {int(be["to-layer"]): int(be["from-layer"]) for be in layer.back_edges}
+    bid = body.by_id()
+    n_iter = None
+    for ext, pm in inputs.items():
+        if "axis" in pm:
+            ax = int(pm["axis"])
+            n_iter = args[ext].shape[ax] // abs(int(pm.get("part_size", "1")))
+    n_iter = 1 if n_iter is None else n_iter
+    current = {int(pm["internal_layer_id"]): args[ext] for ext, pm in inputs.items() if "axis" not in pm}
+    collected: dict[int, list] = {int(pm["external_port_id"]): [] for pm in outs}
+    last: dict[int, np.ndarray] = {}
+    # Back edge targets are keyed by the internal layer of the Result whose value flows back.
+    result_value = {}
+    for it in range(n_iter):
+        feed = dict(current)
+        for ext, pm in inputs.items():
+            if "axis" not in pm:
+                continue
+            ax, stride = int(pm["axis"]), int(pm.get("stride", "1"))
+            size = args[ext].shape[ax]
+            i = it if stride > 0 else n_iter - 1 - it
+            index = [slice(None)] * args[ext].ndim
+            index[ax] = slice(i, i + 1)
+            feed[int(pm["internal_layer_id"])] = args[ext][tuple(index)]
+            del size
+        state = _execute(body, {}, fdt, inner=feed)
+        computed = state["__computed__"]
+        for res in body.results():
+            result_value[res.id] = computed[(res.id, -1)]
+        for pm in outs:
+            ext, lid = int(pm["external_port_id"]), int(pm["internal_layer_id"])
+            if "axis" in pm:
+                collected[ext].append(result_value[lid])
+            else:
+                last[ext] = result_value[lid]
+        for to_layer, from_layer in back.items():
+            current[to_layer] = result_value[from_layer]
+    results = []
+    for port in layer.outputs:
+        pm = next(p for p in outs if int(p["external_port_id"]) == port.id)
+        if "axis" in pm:
+            parts = collected[port.id]
+            if int(pm.get("stride", "1")) < 0:
+                parts = parts[::-1]
+            results.append(np.concatenate(parts, axis=int(pm["axis"])))
+        else:
+            results.append(last[port.id])
+    del bid
+    return results

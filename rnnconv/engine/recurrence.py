@@ -1,0 +1,329 @@
+"""The RNN, GRU and LSTM recurrences of the ONNX spec, in gate-name terms, one direction at a time.
+
+Weights come as dicts gate name -> array (LSTM i, o, f, c; GRU z, r, h; RNN i), so gate order is the
+caller's business (ONNX kernels here, the OpenVINO IR interpreter). The input projection of all time
+steps is one matrix product; only the recurrence loops, on preallocated buffers in `dtype`.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from rnnconv.activations import Activation, apply, resolve
+from rnnconv.errors import BadInput
+from rnnconv.layer import DIRECTIONS, GATE_NAMES, PEEPHOLE_GATES, Layer
+
+FLOAT_TYPES = ("float16", "bfloat16", "float32", "float64")
+
+# Packing order inside the loop, not ONNX's: gates that share activation f first, so one call covers them.
+_PACKING = {"RNN": ("i",), "GRU": ("z", "r", "h"), "LSTM": ("i", "f", "o", "c")}
+
+
+def run_direction(
+    kind: str,
+    X: np.ndarray,
+    W: Mapping[str, np.ndarray],
+    R: Mapping[str, np.ndarray],
+    Wb: Optional[Mapping[str, np.ndarray]],
+    Rb: Optional[Mapping[str, np.ndarray]],
+    P: Optional[Mapping[str, np.ndarray]],
+    activations: Sequence[Activation],
+    *,
+    clip: Optional[float] = None,
+    linear_before_reset: bool = False,
+    input_forget: bool = False,
+    sequence_lens: Optional[np.ndarray] = None,
+    initial_h: Optional[np.ndarray] = None,
+    initial_c: Optional[np.ndarray] = None,
+    reverse: bool = False,
+    dtype=np.float64,
+):
+    """One direction of a layer: X [T, N, I] -> (Y [T, N, H], Y_h [N, H], Y_c [N, H] or None).
+
+    W[g] [H, I], R[g] [H, H], Wb[g] / Rb[g] / P[g] [H]; an empty or None dict means zeros (P: no peepholes).
+    sequence_lens [N]: steps past a sequence's end give zeros in Y and leave the state alone, so Y_h / Y_c
+    come from each sequence's last valid step and a reverse pass starts at each sequence's own end.
+    """
+    dt = np.dtype(dtype)
+    gates = _PACKING[kind]
+    T, N, I = X.shape
+    H = R[gates[0]].shape[0]
+    G = len(gates)
+    Wb, Rb, P = Wb or {}, Rb or {}, P or {}
+    lbr = kind == "GRU" and bool(linear_before_reset)
+
+    def vec(d, g):
+        return np.asarray(d[g], dt) if g in d else np.zeros(H, dt)
+
+    # Wb + Rb folds into the input projection, except GRU's Rbh which linear_before_reset puts under rt.
+    bias = np.concatenate([vec(Wb, g) + (0 if lbr and g == "h" else vec(Rb, g)) for g in gates])
+    W_cat = np.concatenate([np.asarray(W[g], dt) for g in gates])
+    XW = np.matmul(np.asarray(X, dt).reshape(T * N, I), W_cat.T).reshape(T, N, G * H)
+    XW += bias
+
+    h_prev = np.zeros((N, H), dt) if initial_h is None else np.array(initial_h, dt)
+    c_prev = None
+    if kind == "LSTM":
+        c_prev = np.zeros((N, H), dt) if initial_c is None else np.array(initial_c, dt)
+    Y = np.zeros((T, N, H), dt)
+
+    lens = None if sequence_lens is None else np.asarray(sequence_lens).reshape(N)
+    if lens is not None and np.all(lens >= T):
+        lens = None
+    step = _LOOPS[kind](R, vec(Rb, "h") if lbr else None, P, activations, clip, lbr, bool(input_forget), N, H, dt)
+    for t in range(T - 1, -1, -1) if reverse else range(T):
+        active = None if lens is None or t < lens.min() else (t < lens)[:, None]
+        out = Y[t] if active is None else np.empty((N, H), dt)
+        c = step(XW[t], h_prev, c_prev, out)
+        if active is None:
+            h_prev, c_prev = out, c
+        else:
+            Y[t] = np.where(active, out, 0)
+            h_prev = np.where(active, out, h_prev)
+            c_prev = None if c is None else np.where(active, c, c_prev)
+    Y_h, Y_c = np.array(h_prev), None if c_prev is None else np.array(c_prev)
+    if sequence_lens is not None:
+        # No step of an empty sequence is output: onnxruntime gives zeros, not the initial state.
+        empty = np.asarray(sequence_lens).reshape(N) == 0
+        Y_h[empty] = 0
+        if Y_c is not None:
+            Y_c[empty] = 0
+    return Y, Y_h, Y_c
+
+
+# clip bounds the inputs of f and g (gate pre-activations); Ct itself and the input of h(Ct) are not
+# clipped, as in onnxruntime (measured: an LSTM with |Ct| > clip and h = Affine matches it to 5e-7).
+def _clip(x, clip):
+    if clip is not None:
+        np.clip(x, -clip, clip, out=x)
+
+
+def _rnn_loop(R, Rbh, P, activations, clip, lbr, input_forget, N, H, dt):
+    (f,) = activations
+    Rt = np.ascontiguousarray(np.asarray(R["i"], dt).T)
+
+    def step(xw, h_prev, c_prev, out):
+        # Ht = f(Xt*(Wi^T) + Ht-1*(Ri^T) + Wbi + Rbi)
+        np.matmul(h_prev, Rt, out=out)
+        out += xw
+        _clip(out, clip)
+        apply(f, out, out=out)
+        return None
+
+    return step
+
+
+def _gru_loop(R, Rbh, P, activations, clip, lbr, input_forget, N, H, dt):
+    f, g = activations
+    # linear_before_reset needs Ht-1*(Rh^T) before rt is known: one product for all three gates.
+    Rt = np.ascontiguousarray(np.concatenate([np.asarray(R[k], dt) for k in ("z", "r", "h")] if lbr else
+                                             [np.asarray(R[k], dt) for k in ("z", "r")]).T)
+    Rht = None if lbr else np.ascontiguousarray(np.asarray(R["h"], dt).T)
+    gates = np.empty((N, 3 * H if lbr else 2 * H), dt)
+    ht = np.empty((N, H), dt)
+    tmp = np.empty((N, H), dt)
+
+    def step(xw, h_prev, c_prev, out):
+        np.matmul(h_prev, Rt, out=gates)
+        zr = gates[:, : 2 * H]
+        zr += xw[:, : 2 * H]
+        _clip(zr, clip)
+        apply(f, zr, out=zr)
+        zt, rt = zr[:, :H], zr[:, H:]
+        if lbr:
+            # ht = g(Xt*(Wh^T) + (rt (.) (Ht-1*(Rh^T) + Rbh)) + Wbh)
+            np.add(gates[:, 2 * H :], Rbh, out=ht)
+            np.multiply(ht, rt, out=ht)
+        else:
+            # ht = g(Xt*(Wh^T) + (rt (.) Ht-1)*(Rh^T) + Rbh + Wbh)
+            np.multiply(rt, h_prev, out=tmp)
+            np.matmul(tmp, Rht, out=ht)
+        np.add(ht, xw[:, 2 * H :], out=ht)
+        _clip(ht, clip)
+        apply(g, ht, out=ht)
+        # Ht = (1 - zt) (.) ht + zt (.) Ht-1
+        np.subtract(1, zt, out=tmp)
+        np.multiply(tmp, ht, out=tmp)
+        np.multiply(zt, h_prev, out=out)
+        np.add(out, tmp, out=out)
+        return None
+
+    return step
+
+
+def _lstm_loop(R, Rbh, P, activations, clip, lbr, input_forget, N, H, dt):
+    f, g, h = activations
+    Rt = np.ascontiguousarray(np.concatenate([np.asarray(R[k], dt) for k in _PACKING["LSTM"]]).T)
+    peep = {k: np.asarray(P[k], dt) for k in ("i", "o", "f")} if P else None
+    gates = np.empty((N, 4 * H), dt)
+    tmp = np.empty((N, H), dt)
+    buffers = [np.empty((N, H), dt), np.empty((N, H), dt)]
+
+    def step(xw, h_prev, c_prev, out):
+        np.matmul(h_prev, Rt, out=gates)
+        np.add(gates, xw, out=gates)
+        it, ft, ot, ct = (gates[:, k * H : (k + 1) * H] for k in range(4))
+        if peep is not None:
+            # it, ft see Pi, Pf (.) Ct-1 now; ot sees Po (.) Ct once Ct is known.
+            it += np.multiply(peep["i"], c_prev, out=tmp)
+            ft += np.multiply(peep["f"], c_prev, out=tmp)
+            ifo = gates[:, : 2 * H]
+        else:
+            ifo = gates[:, : 3 * H]
+        _clip(ifo, clip)
+        apply(f, ifo, out=ifo)
+        if input_forget:
+            np.subtract(1, it, out=ft)
+        _clip(ct, clip)
+        apply(g, ct, out=ct)
+        # Ct = ft (.) Ct-1 + it (.) ct
+        c_new = buffers[0] if c_prev is not buffers[0] else buffers[1]
+        np.multiply(ft, c_prev, out=c_new)
+        c_new += np.multiply(it, ct, out=tmp)
+        if peep is not None:
+            ot += np.multiply(peep["o"], c_new, out=tmp)
+            _clip(ot, clip)
+            apply(f, ot, out=ot)
+        # Ht = ot (.) h(Ct)
+        apply(h, c_new, out=tmp)
+        np.multiply(ot, tmp, out=out)
+        return c_new
+
+    return step
+
+
+_LOOPS = {"RNN": _rnn_loop, "GRU": _gru_loop, "LSTM": _lstm_loop}
+
+
+def run_layer(
+    kind: str,
+    X: np.ndarray,
+    W: Sequence[Mapping[str, np.ndarray]],
+    R: Sequence[Mapping[str, np.ndarray]],
+    Wb: Sequence[Optional[Mapping[str, np.ndarray]]],
+    Rb: Sequence[Optional[Mapping[str, np.ndarray]]],
+    P: Sequence[Optional[Mapping[str, np.ndarray]]],
+    activations: Sequence[Sequence[Activation]],
+    *,
+    direction: str,
+    sequence_lens: Optional[np.ndarray] = None,
+    initial_h: Optional[np.ndarray] = None,
+    initial_c: Optional[np.ndarray] = None,
+    dtype=np.float64,
+    **attributes,
+):
+    """Every direction of a layer, one dict per direction in W..P: X [T, N, I] ->
+    (Y [T, D, N, H], Y_h [D, N, H], Y_c [D, N, H] or None). `attributes`: clip, linear_before_reset, input_forget.
+    """
+    num_directions = 2 if direction == "bidirectional" else 1
+    outputs = [
+        run_direction(
+            kind, X, W[d], R[d], Wb[d], Rb[d], P[d], activations[d],
+            sequence_lens=sequence_lens,
+            initial_h=None if initial_h is None else initial_h[d],
+            initial_c=None if initial_c is None else initial_c[d],
+            reverse=direction == "reverse" or d == 1,
+            dtype=dtype,
+            **attributes,
+        )
+        for d in range(num_directions)
+    ]
+    Y = np.stack([o[0] for o in outputs], axis=1)
+    Y_h = np.stack([o[1] for o in outputs])
+    Y_c = None if kind != "LSTM" else np.stack([o[2] for o in outputs])
+    return Y, Y_h, Y_c
+
+
+def run_onnx(
+    kind: str,
+    X: np.ndarray,
+    W: np.ndarray,
+    R: np.ndarray,
+    B: Optional[np.ndarray] = None,
+    sequence_lens: Optional[np.ndarray] = None,
+    initial_h: Optional[np.ndarray] = None,
+    initial_c: Optional[np.ndarray] = None,
+    P: Optional[np.ndarray] = None,
+    *,
+    hidden_size: Optional[int] = None,
+    direction: str = "forward",
+    activations=None,
+    activation_alpha=None,
+    activation_beta=None,
+    clip: Optional[float] = None,
+    linear_before_reset: int = 0,
+    input_forget: int = 0,
+    layout: int = 0,
+    dtype=np.float64,
+):
+    """An ONNX RNN, GRU or LSTM node on its tensors as the spec stacks them (gate order: layer.GATE_NAMES).
+
+    Computes in `dtype`, returns (Y, Y_h, Y_c or None) in X's dtype and the node's layout.
+    """
+    X = np.asarray(X)
+    if direction not in DIRECTIONS:
+        raise BadInput(f"{kind}: direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    if layout not in (0, 1):
+        raise BadInput(f"{kind}: layout must be 0 or 1, got {layout}")
+    if clip is not None and not clip > 0:
+        # ONNX gives no meaning to a threshold <= 0 (onnxruntime refuses it; OpenVINO reads 0 as no clip).
+        raise BadInput(f"{kind}: clip must be > 0, got {clip}")
+    if X.ndim != 3:
+        raise BadInput(f"{kind}: X must have 3 dimensions, got shape {list(X.shape)}")
+    if X.dtype.name not in FLOAT_TYPES:
+        raise BadInput(f"{kind}: X must be one of {', '.join(FLOAT_TYPES)}, got {X.dtype}")
+    gates = GATE_NAMES[kind]
+    D = 2 if direction == "bidirectional" else 1
+    G = len(gates)
+    H = int(hidden_size) if hidden_size is not None else np.shape(R)[-1]
+    # layout 1 is batch-major: X [N, T, I], states [N, D, H], Y [N, T, D, H].
+    X_t = X.transpose(1, 0, 2) if layout == 1 else X
+    T, N, I = X_t.shape
+    state_shape = (N, D, H) if layout == 1 else (D, N, H)
+
+    def check(name, value, shape, spelled):
+        if value is not None and np.shape(value) != shape:
+            raise BadInput(f"{kind}: {name} has shape {list(np.shape(value))}, expected {spelled} = {list(shape)}")
+
+    check("W", W, (D, G * H, I), f"[num_directions, {G}*hidden_size, input_size]")
+    check("R", R, (D, G * H, H), f"[num_directions, {G}*hidden_size, hidden_size]")
+    check("B", B, (D, 2 * G * H), f"[num_directions, {2 * G}*hidden_size]")
+    check("P", P, (D, len(PEEPHOLE_GATES) * H), "[num_directions, 3*hidden_size]")
+    check("sequence_lens", sequence_lens, (N,), "[batch_size]")
+    states = "[batch_size, num_directions, hidden_size]" if layout == 1 else "[num_directions, batch_size, hidden_size]"
+    check("initial_h", initial_h, state_shape, states)
+    check("initial_c", initial_c, state_shape, states)
+    if P is not None and kind != "LSTM":
+        raise BadInput(f"{kind} has no peepholes (P)")
+    if initial_c is not None and kind != "LSTM":
+        raise BadInput(f"{kind} has no cell state (initial_c)")
+    if sequence_lens is not None:
+        sequence_lens = np.asarray(sequence_lens)
+        if not np.issubdtype(sequence_lens.dtype, np.integer):
+            raise BadInput(f"{kind}: sequence_lens must hold integers, got {sequence_lens.dtype}")
+        if np.any(sequence_lens < 0) or np.any(sequence_lens > T):
+            raise BadInput(f"{kind}: sequence_lens must lie in [0, seq_length={T}], got {sequence_lens.tolist()}")
+    if initial_h is not None and layout == 1:
+        initial_h = np.swapaxes(initial_h, 0, 1)
+    if initial_c is not None and layout == 1:
+        initial_c = np.swapaxes(initial_c, 0, 1)
+
+    split = Layer.split
+    Wb = Rb = [None] * D
+    if B is not None:
+        Wb = split(np.asarray(B)[:, : G * H], gates)
+        Rb = split(np.asarray(B)[:, G * H :], gates)
+    Y, Y_h, Y_c = run_layer(
+        kind, X_t, split(np.asarray(W), gates), split(np.asarray(R), gates), Wb, Rb,
+        [None] * D if P is None else split(np.asarray(P), PEEPHOLE_GATES),
+        resolve(kind, D, activations, activation_alpha, activation_beta),
+        direction=direction, sequence_lens=sequence_lens, initial_h=initial_h, initial_c=initial_c, dtype=dtype,
+        clip=clip, linear_before_reset=bool(linear_before_reset), input_forget=bool(input_forget),
+    )
+    if layout == 1:
+        Y, Y_h = Y.transpose(2, 0, 1, 3), Y_h.swapaxes(0, 1)
+        Y_c = None if Y_c is None else Y_c.swapaxes(0, 1)
+    cast = lambda a: None if a is None else np.ascontiguousarray(a, dtype=X.dtype)  # noqa: E731
+    return cast(Y), cast(Y_h), cast(Y_c)

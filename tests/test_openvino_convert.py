@@ -1,0 +1,295 @@
+"""to-openvino: every IR rnnconv writes is loaded by the real OpenVINO runtime (CPU, f32) and matches the ONNX
+source run in onnxruntime (layout 0) or rnnconv's engine (layout 1, which onnxruntime rejects) to 1e-5."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rnnconv.engine.graph import run_onnx
+from rnnconv.engine.ir_graph import run_ir
+from rnnconv.errors import Unsupported
+from rnnconv.io import load
+from rnnconv.to_openvino import to_openvino
+
+ov = pytest.importorskip("openvino")
+
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+OUTPUTS = {"LSTM": ["Y", "Y_h", "Y_c"], "GRU": ["Y", "Y_h"], "RNN": ["Y", "Y_h"]}
+TOL = 1e-5
+
+
+def recurrent_model(kind, *, direction="forward", layout=0, bias=True, seq_lens=False, initial_h=False,
+                    initial_c=False, lbr=0, clip=None, dynamic=False, weights_as_inputs=False, peepholes=False,
+                    input_forget=0, activations=None, opset=14, H=5, I=3, T=4, N=2, seed=0):
+    """One GRU/LSTM/RNN node as an ONNX model built with onnx.helper."""
+    rng = np.random.default_rng(seed)
+    D = 2 if direction == "bidirectional" else 1
+    G = GATES[kind]
+    t_dim, n_dim = ("T", "N") if dynamic else (T, N)
+    x_shape = [n_dim, t_dim, I] if layout else [t_dim, n_dim, I]
+    state_shape = [n_dim, D, H] if layout else [D, n_dim, H]
+    tensors = {"W": rng.uniform(-.5, .5, (D, G * H, I)), "R": rng.uniform(-.5, .5, (D, G * H, H))}
+    if bias:
+        tensors["B"] = rng.uniform(-.5, .5, (D, 2 * G * H))
+    if peepholes:
+        tensors["P"] = rng.uniform(-.5, .5, (D, 3 * H))
+    tensors = {k: v.astype(np.float32) for k, v in tensors.items()}
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, x_shape)]
+    names = ["X", "W", "R", "B" if bias else "", "sequence_lens" if seq_lens else "",
+             "initial_h" if initial_h else ""]
+    if seq_lens:
+        inputs.append(helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [n_dim]))
+    if initial_h:
+        inputs.append(helper.make_tensor_value_info("initial_h", TensorProto.FLOAT, state_shape))
+    if kind == "LSTM":
+        names += ["initial_c" if initial_c else "", "P" if peepholes else ""]
+        if initial_c:
+            inputs.append(helper.make_tensor_value_info("initial_c", TensorProto.FLOAT, state_shape))
+    while names and names[-1] == "":
+        names.pop()
+    inits = []
+    for k, v in tensors.items():
+        if weights_as_inputs:
+            inputs.append(helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)))
+        else:
+            inits.append(numpy_helper.from_array(v, k))
+    attrs = {"hidden_size": H, "direction": direction}
+    if layout:
+        attrs["layout"] = 1
+    if lbr:
+        attrs["linear_before_reset"] = 1
+    if clip is not None:
+        attrs["clip"] = clip
+    if input_forget:
+        attrs["input_forget"] = 1
+    if activations:
+        attrs["activations"] = activations
+    outs = OUTPUTS[kind]
+    node = helper.make_node(kind, names, outs, name=f"{kind.lower()}0", **attrs)
+    y_shape = [n_dim, t_dim, D, H] if layout else [t_dim, D, n_dim, H]
+    outputs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, y_shape)] + [
+        helper.make_tensor_value_info(o, TensorProto.FLOAT, state_shape) for o in outs[1:]]
+    graph = helper.make_graph([node], f"{kind.lower()}_test", inputs, outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    feeds_extra = {k: v for k, v in tensors.items()} if weights_as_inputs else {}
+    return model, feeds_extra
+
+
+def feeds_for(model, *, T, N, seed=1, extra=None):
+    rng = np.random.default_rng(seed)
+    out = dict(extra or {})
+    for vi in model.graph.input:
+        if vi.name in out:
+            continue
+        dims = []
+        for d in vi.type.tensor_type.shape.dim:
+            dims.append(d.dim_value if d.HasField("dim_value") else {"T": T, "N": N}[d.dim_param])
+        if vi.type.tensor_type.elem_type == TensorProto.INT32:
+            out[vi.name] = rng.integers(1, T + 1, size=dims).astype(np.int32)
+        else:
+            out[vi.name] = rng.uniform(-1, 1, size=dims).astype(np.float32)
+    return out
+
+
+def ov_infer(xml, feeds):
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(xml)), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    by_name = {n: p for p in compiled.inputs for n in p.get_names()}
+    res = compiled.create_infer_request().infer({by_name[k]: v for k, v in feeds.items()})
+    return {n: np.asarray(res[p]) for p in compiled.outputs for n in p.get_names()}
+
+
+def reference(model, feeds, layout):
+    if layout == 0:
+        import onnxruntime as ort
+
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    return run_onnx(load(model), feeds)
+
+
+def assert_close(ref, got, names, tol=TOL):
+    for n in names:
+        assert got[n].shape == ref[n].shape, (n, got[n].shape, ref[n].shape)
+        np.testing.assert_allclose(got[n].astype(np.float64), np.asarray(ref[n], np.float64), atol=tol, rtol=tol,
+                                   err_msg=n)
+
+
+def convert_and_check(tmp_path, model, layout, extra, *, T=4, N=2, shapes=((4, 2),), name="m"):
+    xml = tmp_path / f"{name}.xml"
+    report = to_openvino(model, xml)
+    assert report.ok and xml.exists() and xml.with_suffix(".bin").exists()
+    assert any("OpenVINO runtime" in c.engines for c in report.checks)
+    for t, n in shapes:
+        feeds = feeds_for(model, T=t, N=n, extra=extra)
+        ref = reference(model, feeds, layout)
+        names = [o.name for o in model.graph.output]
+        assert_close(ref, ov_infer(xml, feeds), names)
+        assert_close(ref, run_ir(xml, feeds), names)
+    return xml, report
+
+
+CASES = []
+for kind, direction, layout, optional, dynamic in itertools.product(
+        ("GRU", "LSTM", "RNN"), ("forward", "reverse", "bidirectional"), (0, 1), (False, True), (False, True)):
+    extra = {}
+    i = len(CASES)
+    if kind == "GRU":
+        extra["lbr"] = i % 2
+    extra["clip"] = 0.7 if i % 3 == 0 else None
+    CASES.append((kind, direction, layout, optional, dynamic, extra))
+
+
+@pytest.mark.parametrize("kind,direction,layout,optional,dynamic,extra", CASES,
+                         ids=[f"{c[0]}-{c[1]}-layout{c[2]}-{'opt' if c[3] else 'noopt'}-{'dyn' if c[4] else 'static'}"
+                              f"-{'-'.join(f'{k}{v}' for k, v in c[5].items())}" for c in CASES])
+def test_matrix_runs_in_openvino(tmp_path, kind, direction, layout, optional, dynamic, extra):
+    model, _ = recurrent_model(kind, direction=direction, layout=layout, bias=optional, seq_lens=optional,
+                               initial_h=optional, initial_c=optional, dynamic=dynamic, **extra)
+    shapes = ((4, 2), (7, 3), (1, 1)) if dynamic else ((4, 2),)
+    convert_and_check(tmp_path, model, layout, {}, shapes=shapes)
+
+
+@pytest.mark.parametrize("kind", ["GRU", "LSTM", "RNN"])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_weights_as_graph_inputs_become_ir_ops(tmp_path, kind, direction):
+    model, extra = recurrent_model(kind, direction=direction, weights_as_inputs=True, lbr=int(kind == "GRU"),
+                                   seq_lens=True, dynamic=True)
+    xml, _ = convert_and_check(tmp_path, model, 0, extra, shapes=((4, 2), (6, 3)))
+    text = xml.read_text()
+    # Reorder and fold are graph ops on Parameters, not folded numbers.
+    for name in ("W", "R", "B"):
+        assert f'names="{name}"' in text
+    assert 'type="Split"' in text and 'type="Concat"' in text
+    if kind == "LSTM":
+        assert 'type="Add"' in text
+
+
+def test_ir_keeps_onnx_names_and_dynamic_dims(tmp_path):
+    model, _ = recurrent_model("LSTM", dynamic=True, seq_lens=True, initial_h=True, initial_c=True)
+    xml = tmp_path / "m.xml"
+    to_openvino(model, xml)
+    m = ov.Core().read_model(str(xml))
+    assert [sorted(p.get_names()) for p in m.inputs] == [["X"], ["sequence_lens"], ["initial_h"], ["initial_c"]]
+    assert [sorted(p.get_names()) for p in m.outputs] == [["Y"], ["Y_h"], ["Y_c"]]
+    assert str(m.inputs[0].get_partial_shape()) == "[?,?,3]"
+    assert m.inputs[1].get_element_type() == ov.Type.i32
+
+
+def test_layout1_shapes_and_numbers_where_openvino_import_is_wrong(tmp_path):
+    model, _ = recurrent_model("LSTM", layout=1, direction="bidirectional", T=4, N=2)
+    xml, _ = convert_and_check(tmp_path, model, 1, {})
+    feeds = feeds_for(model, T=4, N=2)
+    ref = run_onnx(load(model), feeds)
+    assert ov_infer(xml, feeds)["Y"].shape == (2, 4, 2, 5) == ref["Y"].shape
+    # OpenVINO's own import never reads layout: wrong shape or wrong numbers (or a failure).
+    path = tmp_path / "l1.onnx"
+    onnx.save(model, path)
+    try:
+        theirs = ov.Core().compile_model(ov.convert_model(str(path)), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        out = theirs(feeds)[theirs.outputs[0]]
+        assert out.shape != ref["Y"].shape or not np.allclose(out, ref["Y"], atol=1e-3)
+    except Exception:
+        pass
+
+
+def test_per_direction_activations_split_into_two_sequences(tmp_path):
+    model, _ = recurrent_model("GRU", direction="bidirectional", activations=["Sigmoid", "Tanh", "Sigmoid", "Relu"],
+                               dynamic=True, seq_lens=True, initial_h=True)
+    xml, report = convert_and_check(tmp_path, model, 0, {}, shapes=((4, 2), (5, 3)))
+    assert xml.read_text().count('type="GRUSequence"') == 2
+    assert any("per direction" in r["what"] for r in report.rewrites)
+
+
+@pytest.mark.parametrize("construct,kwargs", [
+    ("peepholes", {"peepholes": True}),
+    ("input_forget", {"input_forget": 1}),
+    ("activation HardSigmoid", {"activations": ["HardSigmoid", "Tanh", "Tanh"]}),
+    ("clip=0.0", {"clip": 0.0}),
+])
+def test_inexpressible_constructs_exit_3_naming_them(tmp_path, construct, kwargs):
+    model, _ = recurrent_model("LSTM", **kwargs)
+    xml = tmp_path / "m.xml"
+    with pytest.raises(Unsupported) as err:
+        to_openvino(model, xml)
+    assert construct in str(err.value) and "lstm0" in str(err.value)
+    assert not xml.exists() and not xml.with_suffix(".bin").exists()
+
+
+def test_openvino_import_drops_peepholes_rnnconv_refuses(tmp_path):
+    """ov.convert_model runs the peephole LSTM as if P were 0; rnnconv exits 3 instead of writing wrong IR."""
+    model, _ = recurrent_model("LSTM", peepholes=True, T=4, N=2)
+    path = tmp_path / "p.onnx"
+    onnx.save(model, path)
+    feeds = feeds_for(model, T=4, N=2)
+    ref = reference(model, feeds, 0)
+    theirs = ov.Core().compile_model(ov.convert_model(str(path)), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    out = theirs(feeds)
+    y = out[theirs.outputs[0]]
+    assert np.abs(y - ref["Y"]).max() > 1e-3  # silently wrong
+    with pytest.raises(Unsupported, match="peepholes"):
+        to_openvino(model, tmp_path / "p.xml")
+
+
+def test_cli_writes_ir_and_json(tmp_path):
+    from click.testing import CliRunner
+
+    from rnnconv.cli import cli
+
+    model, _ = recurrent_model("GRU", lbr=1, direction="bidirectional")
+    path = tmp_path / "g.onnx"
+    onnx.save(model, path)
+    res = CliRunner().invoke(cli, ["to-openvino", str(path), "-o", str(tmp_path / "g.xml"), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["ok"] and data["output"].endswith("g.xml")
+    assert (tmp_path / "g.bin").exists()
+
+
+def test_cli_unsupported_exit_3(tmp_path):
+    import subprocess
+    import sys
+
+    model, _ = recurrent_model("LSTM", peepholes=True)
+    path = tmp_path / "p.onnx"
+    onnx.save(model, path)
+    res = subprocess.run([sys.executable, "-m", "rnnconv", "to-openvino", str(path), "-o", str(tmp_path / "p.xml")],
+                         capture_output=True, text=True)
+    assert res.returncode == 3, res.stderr
+    assert "peepholes" in res.stderr and "lstm0" in res.stderr
+    assert not (tmp_path / "p.xml").exists()
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _fixture_cases():
+    index = FIXTURES / "index.json"
+    if not index.exists():
+        return []
+    return [f["file"] for f in json.loads(index.read_text())["fixtures"]]
+
+
+@pytest.mark.parametrize("name", _fixture_cases())
+def test_fixtures_convert_or_refuse_with_reason(tmp_path, name):
+    """Every fixture either converts (verified against OpenVINO) or fails with a named reason, never silently."""
+    from rnnconv.errors import BadInput
+
+    try:
+        report = to_openvino(FIXTURES / name, tmp_path / "m.xml")
+    except Unsupported as err:
+        assert any(w in str(err) for w in ("peepholes", "input_forget", "activation", "clip", "element type"))
+        return
+    except BadInput as err:  # the ONNX reader refuses ambiguous activation_alpha lists
+        assert "activation_alpha" in str(err)
+        return
+    assert report.ok and any("OpenVINO runtime" in c.engines for c in report.checks)
