@@ -91,7 +91,8 @@ def _consume(values: Optional[Sequence[float]], names: list[str], slot: int, par
     for k, value in zip(takers, values):
         out[k] = value
     if len(values) > len(takers):
-        positional = len(values) == len(names) and all(values[k] == out[k] for k in takers)
+        # Accept when the positional reading (value k to function k) gives every taker the same value.
+        positional = all(k < len(values) and values[k] == out[k] for k in takers)
         if not positional:
             raise BadInput(
                 f"activation_{param} has {len(values)} values but activations {names} take {len(takers)};"

@@ -20,6 +20,7 @@ from rnnconv.dialects import onnx_recurrent
 from rnnconv.engine.graph import run_onnx
 from rnnconv.errors import RnnconvError, VerificationFailed
 from rnnconv.passes import rewrite as rw
+from rnnconv.passes import transpose_fold
 
 NODE_T, NODE_N = 5, 3  # concrete sizes for dynamic sequence / batch dims in per-node checks
 
@@ -46,6 +47,7 @@ def load_pair(source) -> tuple[ir.Model, ir.Model]:
         model, original = source, ir.serde.deserialize_model(io.to_proto(source))
     else:
         model, original = io.load(source), io.load(source, check=False)
+    onnx_recurrent.find(model, io.source_name(source))  # bad recurrent nodes: BadInput naming the file
     infer_shapes(model)
     return model, original
 
@@ -175,6 +177,7 @@ def rewrite_model(source, output, *, command: str, plan: Planner, target_opset: 
         report.rewrites.append({"node": r.original.name, "op": r.original.op, "what": "; ".join(r.what)})
     for r in rewrites:
         rw.apply(model.graph, r)
+    transpose_fold.FoldTransposes(scope=[n for r in rewrites for n in r.nodes])(model)
     if graph_pass is not None:
         graph_pass(model)
     if target_opset is not None:

@@ -56,6 +56,11 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
     return model
 
 
+def source_name(source) -> str:
+    """How messages name a model source: its path, or a placeholder for in-memory models."""
+    return str(source) if isinstance(source, (str, os.PathLike)) else "<model>"
+
+
 def _check_proto(proto: "onnx.ModelProto", where: str) -> None:
     try:
         onnx.checker.check_model(proto, full_check=False)

@@ -12,7 +12,7 @@ from rnnconv.cli.options import json_option
 @json_option
 def command(model, as_json):
     """Show the model's IR version, opsets and every recurrent node, with the runtimes that can run it."""
-    from rnnconv.inspect import inspect
+    from rnnconv.inspection import inspect
 
     info = inspect(model)
     if as_json:

@@ -79,10 +79,13 @@ def default_opset(model: ir.Model) -> int:
     return model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
 
 
-def find(model: ir.Model) -> list[RecurrentNode]:
-    """Every GRU/LSTM/RNN node of the main graph, read into canonical layers (subgraphs: not yet)."""
+def find(model: ir.Model, where: str = "") -> list[RecurrentNode]:
+    """Every GRU/LSTM/RNN node of the main graph, read into canonical layers; `where` prefixes errors."""
     opset = default_opset(model)
-    return [read(node, opset) for node in model.graph if node.domain in ("", "ai.onnx") and node.op_type in OPS]
+    try:
+        return [read(n, opset) for n in model.graph if n.domain in ("", "ai.onnx") and n.op_type in OPS]
+    except BadInput as err:
+        raise BadInput(f"{where}: {err}" if where else str(err)) from err
 
 
 def _attr(node: ir.Node, name: str, default=None):

@@ -84,7 +84,7 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
             fn = KERNELS.get(layer.type)
             if fn is None:
                 raise Unsupported(f"IR layer {layer.name!r}: the interpreter has no kernel for {layer.type}")
-            results = fn(layer, args, fdt) if layer.type != "TensorIterator" else _tensor_iterator(layer, args, fdt)
+            results = fn(layer, args, fdt)
             if not isinstance(results, (list, tuple)):
                 results = [results]
         for port, value in zip(layer.outputs, results):
@@ -158,6 +158,29 @@ def _erf(layer, a, fdt):
     import math
 
     return np.vectorize(math.erf, otypes=[a[0].dtype])(a[0])
+
+
+@kernel("SoftPlus")
+def _softplus(layer, a, fdt):
+    """SoftPlus-4: log(1 + e^x), computed without overflow."""
+    return np.logaddexp(0, a[0]).astype(a[0].dtype)
+
+
+@kernel("ReverseSequence")
+def _reverse_sequence(layer, a, fdt):
+    """ReverseSequence-1: per batch entry b, reverse the first seq_lengths[b] items along seq_axis."""
+    x, lens = a
+    bax, sax = int(layer.attrs.get("batch_axis", "0")), int(layer.attrs.get("seq_axis", "1"))
+    bax, sax = bax % x.ndim, sax % x.ndim
+    out = x.copy()
+    for b, n in enumerate(np.asarray(lens).reshape(-1).astype(np.int64)):
+        src = [slice(None)] * x.ndim
+        src[bax] = b
+        src[sax] = slice(0, int(n))
+        dst = list(src)
+        dst[sax] = slice(int(n) - 1, None, -1) if n > 0 else slice(0, 0)
+        out[tuple(src)] = x[tuple(dst)]
+    return out
 
 
 @kernel("Convert")
@@ -345,57 +368,49 @@ def _sequence(layer, a, fdt):
     return out
 
 
+@kernel("TensorIterator")
 def _tensor_iterator(layer, args, fdt):
-    """TensorIterator-1: slice inputs along `axis` per iteration, carry back_edges, concatenate or keep last."""
+    """TensorIterator-1: inputs with `axis` are sliced per iteration (stride -1 walks backwards), inputs with a
+    back edge start from the outer value and then take the body Result named by the edge; outputs with `axis`
+    are concatenated over iterations, the others give the last iteration's value."""
     body = layer.body
-    inputs = {int(pm["external_port_id"]): pm for kind, pm in layer.port_map if kind == "input"}
+    inputs = [(int(pm["external_port_id"]), pm) for kind, pm in layer.port_map if kind == "input"]
     outs = [pm for kind, pm in layer.port_map if kind == "output"]
     back = {int(be["to-layer"]): int(be["from-layer"]) for be in layer.back_edges}
-    bid = body.by_id()
+    port_index = {p.id: i for i, p in enumerate(layer.inputs)}
+    sliced = [(int(pm["internal_layer_id"]), args[port_index[ext]], pm) for ext, pm in inputs if "axis" in pm]
+    state = {int(pm["internal_layer_id"]): args[port_index[ext]] for ext, pm in inputs if "axis" not in pm}
+    if not sliced:
+        raise Unsupported(f"IR layer {layer.name!r}: TensorIterator without a sliced input")
     n_iter = None
-    for ext, pm in inputs.items():
-        if "axis" in pm:
-            ax = int(pm["axis"])
-            n_iter = args[ext].shape[ax] // abs(int(pm.get("part_size", "1")))
-    n_iter = 1 if n_iter is None else n_iter
-    current = {int(pm["internal_layer_id"]): args[ext] for ext, pm in inputs.items() if "axis" not in pm}
-    collected: dict[int, list] = {int(pm["external_port_id"]): [] for pm in outs}
-    last: dict[int, np.ndarray] = {}
-    # Back edge targets are keyed by the internal layer of the Result whose value flows back.
-    result_value = {}
+    for _, value, pm in sliced:
+        ax = int(pm["axis"]) % value.ndim
+        n = value.shape[ax] // abs(int(pm.get("part_size", "1")))
+        n_iter = n if n_iter is None else min(n_iter, n)
+    collected: dict[int, list] = {int(pm["internal_layer_id"]): [] for pm in outs}
     for it in range(n_iter):
-        feed = dict(current)
-        for ext, pm in inputs.items():
-            if "axis" not in pm:
-                continue
-            ax, stride = int(pm["axis"]), int(pm.get("stride", "1"))
-            size = args[ext].shape[ax]
-            i = it if stride > 0 else n_iter - 1 - it
-            index = [slice(None)] * args[ext].ndim
-            index[ax] = slice(i, i + 1)
-            feed[int(pm["internal_layer_id"])] = args[ext][tuple(index)]
-            del size
-        state = _execute(body, {}, fdt, inner=feed)
-        computed = state["__computed__"]
-        for res in body.results():
-            result_value[res.id] = computed[(res.id, -1)]
-        for pm in outs:
-            ext, lid = int(pm["external_port_id"]), int(pm["internal_layer_id"])
-            if "axis" in pm:
-                collected[ext].append(result_value[lid])
-            else:
-                last[ext] = result_value[lid]
+        feed = dict(state)
+        for lid, value, pm in sliced:
+            ax = int(pm["axis"]) % value.ndim
+            size = int(pm.get("part_size", "1"))
+            i = it if int(pm.get("stride", "1")) > 0 else n_iter - 1 - it
+            index = [slice(None)] * value.ndim
+            index[ax] = slice(i * size, (i + 1) * size)
+            feed[lid] = value[tuple(index)]
+        computed = _execute(body, {}, fdt, inner=feed)["__computed__"]
+        results = {res.id: computed[(res.id, -1)] for res in body.results()}
+        for lid in collected:
+            collected[lid].append(results[lid])
         for to_layer, from_layer in back.items():
-            current[to_layer] = result_value[from_layer]
-    results = []
-    for port in layer.outputs:
-        pm = next(p for p in outs if int(p["external_port_id"]) == port.id)
+            state[to_layer] = results[from_layer]
+    values = []
+    for pm in outs:
+        parts = collected[int(pm["internal_layer_id"])]
         if "axis" in pm:
-            parts = collected[port.id]
             if int(pm.get("stride", "1")) < 0:
                 parts = parts[::-1]
-            results.append(np.concatenate(parts, axis=int(pm["axis"])))
+            values.append(np.concatenate(parts, axis=int(pm["axis"])))
         else:
-            results.append(last[port.id])
-    del bid
-    return results
+            values.append(parts[-1])
+    by_port = {int(pm["external_port_id"]): v for pm, v in zip(outs, values)}
+    return [by_port[p.id] for p in layer.outputs]

@@ -17,7 +17,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.dialects.openvino import gates, ops
+from rnnconv.dialects.openvino import gates, lowering, ops
 from rnnconv.dialects.openvino.ir import IRGraph, Out, element_type_of, numpy_dtype
 from rnnconv.errors import BadInput, Unsupported
 
@@ -54,8 +54,9 @@ def check_supported(model: ir.Model) -> list[onnx_recurrent.RecurrentNode]:
     recurrent = onnx_recurrent.find(model)
     for rn in recurrent:
         why = _inexpressible(rn)
-        if why and not _splittable(rn):
-            problems.append(f"{rn.op} node {rn.name!r}: " + "; ".join(why))
+        if why and not _splittable(rn) and not rn.layer.weights_constant:
+            problems.append(f"{rn.op} node {rn.name!r}: " + "; ".join(why) + " (an explicit TensorIterator "
+                            "recurrence would express it, but needs constant weights; W/R/B/P are computed here)")
     if problems:
         raise Unsupported(
             "cannot convert to OpenVINO IR without changing the numbers: " + " | ".join(problems)
@@ -168,17 +169,34 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
         target = g.op("Concat", x_dim(0), ctx.i64([D, H]), axis=0)
         return g.op("Broadcast", g.const(np.zeros((), dtype=fdt)), target, mode="numpy", version="opset3")
 
+    why = _inexpressible(rn)
+    dynamic = N < 0 or T < 0
+    lens_given = rn.inputs.get("sequence_lens") is not None
+    lower = bool(why and not _splittable(rn)) or (lens_given and dynamic)
     h0 = state("initial_h")
     c0 = state("initial_c") if kind == "LSTM" else None
     if rn.inputs.get("sequence_lens") is not None:
         lens = ctx.values[rn.inputs["sequence_lens"].name]
-    elif N >= 0 and T >= 0:
+    elif N >= 0 and T >= 0 and not lower:
         lens = g.const(np.full((N,), T, dtype=np.int64))
     else:
+        # Also for static dims when lowering: the OpenVINO 2026.4 CPU plugin crashed compiling two
+        # TensorIterators fed a constant lengths tensor (measured, bidirectional static RNN/GRU).
         lens = g.op("Broadcast", x_dim(1), x_dim(0), mode="numpy", version="opset3")
 
+    if lower:
+        # OpenVINO's CPU plugin ignores sequence_lengths with dynamic shapes: the explicit recurrence is exact.
+        reason = "; ".join(why) if why and not _splittable(rn) else \
+            "sequence_lens with dynamic dims (ignored by the OpenVINO CPU plugin in Sequence ops)"
+        if not layer.weights_constant:
+            raise Unsupported(f"{label}: {reason}; the TensorIterator lowering rnnconv would use needs constant "
+                              "weights (W/R/B are computed at run time here): make them initializers, or give the "
+                              "model static batch and sequence dims")
+        rewrites.append({"node": rn.name, "what": f"{reason} -> explicit recurrence (TensorIterator per direction)"})
+        seq = lowering.lowered_sequence(g, layer, x_ov, h0, c0, lens, lens_given, fdt, ctx.i64)
+        return _outputs(ctx, rn, seq)
     W, R, B = _sequence_weights(ctx, rn, fdt, fp16)
-    split = len(_inexpressible(rn)) > 0  # only per-direction activations reach here (see check_supported)
+    split = len(why) > 0  # only per-direction activations reach here
     if split:
         rewrites.append({"node": rn.name, "what": "bidirectional with different activations per direction -> "
                                                   "forward and reverse " + gates.SEQUENCE_OP[kind] + " + Concat"})
@@ -198,7 +216,12 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
         args = [x_ov, h0] + ([c0] if c0 is not None else []) + [lens, W, R, B]
         seq = g.add(gates.SEQUENCE_OP[kind], args, gates.attributes(layer), version=gates.VERSION,
                     name=rn.name or None)
+    return _outputs(ctx, rn, seq)
 
+
+def _outputs(ctx: ops.Context, rn, seq: list[Out]) -> list:
+    """Sequence-op outputs (Y [N,D,T,H], Ho/Co [N,D,H]) in the source node's ONNX layout."""
+    g, layer, kind = ctx.g, rn.layer, rn.op
     outs = []
     for k, name in enumerate(onnx_recurrent.OUTPUTS[kind]):
         if rn.outputs.get(name) is None:

@@ -305,6 +305,18 @@ def _write_body(graph: IRGraph, lines: list[str], place, depth: int) -> None:
         if attrs or layer.type in ("Parameter", "Const"):
             text = " ".join(f"{k}={quoteattr(v)}" for k, v in attrs.items())
             lines.append(f"{ind}\t\t<data {text} />")
+        if layer.port_map:
+            lines.append(f"{ind}\t\t<port_map>")
+            for kind, pm in layer.port_map:
+                text = " ".join(f"{k}={quoteattr(v)}" for k, v in pm.items())
+                lines.append(f"{ind}\t\t\t<{kind} {text} />")
+            lines.append(f"{ind}\t\t</port_map>")
+        if layer.back_edges:
+            lines.append(f"{ind}\t\t<back_edges>")
+            for be in layer.back_edges:
+                text = " ".join(f"{k}={quoteattr(v)}" for k, v in be.items())
+                lines.append(f"{ind}\t\t\t<edge {text} />")
+            lines.append(f"{ind}\t\t</back_edges>")
         for tag, ports in (("input", layer.inputs), ("output", layer.outputs)):
             if not ports:
                 continue
@@ -320,18 +332,6 @@ def _write_body(graph: IRGraph, lines: list[str], place, depth: int) -> None:
                 lines.extend(f"{ind}\t\t\t\t<dim>{d}</dim>" for d in p.dims)
                 lines.append(f"{ind}\t\t\t</port>")
             lines.append(f"{ind}\t\t</{tag}>")
-        if layer.port_map:
-            lines.append(f"{ind}\t\t<port_map>")
-            for kind, pm in layer.port_map:
-                text = " ".join(f"{k}={quoteattr(v)}" for k, v in pm.items())
-                lines.append(f"{ind}\t\t\t<{kind} {text} />")
-            lines.append(f"{ind}\t\t</port_map>")
-        if layer.back_edges:
-            lines.append(f"{ind}\t\t<back_edges>")
-            for be in layer.back_edges:
-                text = " ".join(f"{k}={quoteattr(v)}" for k, v in be.items())
-                lines.append(f"{ind}\t\t\t<edge {text} />")
-            lines.append(f"{ind}\t\t</back_edges>")
         if layer.body is not None:
             lines.append(f"{ind}\t\t<body>")
             _write_body(layer.body, lines, place, depth + 3)

@@ -15,7 +15,7 @@ from rnnconv.errors import BadInput
 Dims = Optional[list[int]]
 
 UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Negative", "Abs", "Erf", "SoftMax", "Softmax",
-         "LogSoftmax", "Clamp", "Elu", "HSigmoid", "SoftPlus", "Floor", "Ceiling", "Sign", "Sin", "Cos"}
+         "LogSoftmax", "Clamp", "Elu", "HSigmoid", "SoftPlus", "Floor", "Ceiling", "Sign", "Sin", "Cos", "ReverseSequence"}
 BINARY = {"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference"}
 COMPARE = {"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr"}
 REDUCE = {"ReduceMean", "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin"}

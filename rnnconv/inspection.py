@@ -67,5 +67,5 @@ def inspect(model) -> dict:
     return {
         "ir_version": m.ir_version,
         "opset_import": dict(m.opset_imports),
-        "nodes": [describe(rn) for rn in onnx_recurrent.find(m)],
+        "nodes": [describe(rn) for rn in onnx_recurrent.find(m, io.source_name(model))],
     }

@@ -1,0 +1,431 @@
+"""Transpose folding: the cleanup after every rewrite that adds Transposes (layout, downgrade, to-openvino).
+
+Spec: onnx Operators.md Transpose (perm: output axis i is input axis perm[i]), Squeeze, Reshape, ConstantOfShape.
+The graph's interface is never touched: a Transpose whose output is a graph output keeps producing that name,
+or hands the name to the value that now holds the same data.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from rnnconv.dialects import onnx_recurrent
+from rnnconv.passes import layout as layout_pass
+from rnnconv.passes import rewrite as rw
+
+BATCH_FIRST_X = (1, 0, 2)
+
+
+class FoldTransposes(ir.passes.InPlacePass):
+    """Cancel, merge and fold Transposes until nothing changes.
+
+    Case 1: a Transpose with the identity perm is removed.
+    Case 2: Transpose(Transpose(x, p1), p2) becomes Transpose(x, p1 then p2), removed by case 1 when that is identity.
+    Case 3: a Transpose of a constant (initializer or Constant node) becomes a new initializer; shared initializers
+            are never modified in place.
+    Case 4: a Transpose of ConstantOfShape(shape) becomes ConstantOfShape(permuted shape), when shape is a constant
+            or a Concat of one-element pieces (the zero initial states exporters build).
+    Case 5: Transposes of the same value with the same perm become one.
+    Case 6: a Transpose followed by a Squeeze or Reshape whose result only feeds Transposes is moved below it, so
+            that case 2 can meet the next Transpose (Y [T,D,N,H] -> Squeeze/Reshape -> Transpose exports).
+
+    `scope`: when given, only Transposes among these nodes (and the ones created here, and the ones they feed) are
+    folded, so a command cleans up after its own rewrites without rewriting the rest of the model.
+    Nodes left without users by a fold are removed; other dead nodes are left alone.
+    """
+
+    def __init__(self, scope: Optional[Iterable[ir.Node]] = None):
+        super().__init__()
+        self.scope = None if scope is None else set(scope)
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        return ir.passes.PassResult(model, _Folder(model, self.scope).run())
+
+
+class _Folder:
+    def __init__(self, model: ir.Model, scope: Optional[set]):
+        self.model = model
+        self.graph = model.graph
+        self.scope = scope
+        self.names = rw.Names(self.graph)
+        self.opset = onnx_recurrent.default_opset(model)
+        self.modified = False
+
+    # ---- driver ------------------------------------------------------------------------------------------
+
+    def run(self) -> bool:
+        changed = True
+        while changed:
+            changed = False
+            for node in list(self.graph):
+                if node.graph is not self.graph or not _is_transpose(node) or not self._in_scope(node):
+                    continue
+                if _perm(node) is None:
+                    continue
+                for rule in (self._identity, self._merge, self._constant, self._constant_of_shape, self._duplicate,
+                             self._sink):
+                    if rule(node):
+                        changed = self.modified = True
+                        break
+        if self.modified:
+            self.graph.sort()
+        return self.modified
+
+    def _in_scope(self, node: ir.Node) -> bool:
+        if self.scope is None or node in self.scope:
+            return True
+        producer = node.inputs[0].producer() if node.inputs and node.inputs[0] is not None else None
+        return producer is not None and producer in self.scope
+
+    def _created(self, *nodes: ir.Node) -> None:
+        if self.scope is not None:
+            self.scope.update(nodes)
+
+    # ---- cases -------------------------------------------------------------------------------------------
+
+    def _identity(self, t: ir.Node) -> bool:
+        """Case 1."""
+        perm = _perm(t)
+        if perm != tuple(range(len(perm))):
+            return False
+        return self._bypass(t, t.inputs[0])
+
+    def _merge(self, t: ir.Node) -> bool:
+        """Case 2."""
+        x = t.inputs[0]
+        inner = x.producer()
+        if inner is None or not _is_transpose(inner) or _perm(inner) is None or len(_perm(inner)) != len(_perm(t)):
+            return False
+        p1, p2 = _perm(inner), _perm(t)
+        composed = tuple(p1[j] for j in p2)
+        t.replace_input_with(0, inner.inputs[0])
+        t.attributes["perm"] = ir.AttrInt64s("perm", list(composed))
+        self._remove_dead(inner)
+        return True
+
+    def _constant(self, t: ir.Node) -> bool:
+        """Case 3."""
+        x, y = t.inputs[0], t.outputs[0]
+        array = rw.constant_array(x)
+        if array is None or y.is_graph_output() or array.ndim != len(_perm(t)):
+            return False
+        value = self._initializer(np.ascontiguousarray(np.transpose(array, _perm(t))), f"{x.name}_transposed")
+        y.replace_all_uses_with(value)
+        self._remove_dead(t)
+        return True
+
+    def _constant_of_shape(self, t: ir.Node) -> bool:
+        """Case 4."""
+        x, y = t.inputs[0], t.outputs[0]
+        cos = x.producer()
+        if cos is None or cos.op_type != "ConstantOfShape" or y.is_graph_output():
+            return False
+        perm = _perm(t)
+        shape_value = cos.inputs[0]
+        shape = rw.constant_array(shape_value)
+        new_nodes = []
+        if shape is not None:
+            if shape.shape != (len(perm),):
+                return False
+            new_shape = self._initializer(shape[list(perm)].astype(np.int64), f"{shape_value.name}_transposed")
+        else:
+            concat = shape_value.producer()
+            if concat is None or concat.op_type != "Concat" or len(concat.inputs) != len(perm):
+                return False
+            if any(v is None or v.shape is None or tuple(v.shape) != (1,) for v in concat.inputs):
+                return False
+            new_shape = ir.Value(name=self.names(f"{shape_value.name}_transposed"), type=shape_value.type,
+                                 shape=shape_value.shape)
+            new_nodes.append(ir.Node("", "Concat", [concat.inputs[p] for p in perm], outputs=[new_shape],
+                                     attributes=list(concat.attributes.values()),
+                                     name=self.names(f"{concat.name or 'Concat'}_transposed")))
+        out = ir.Value(name=self.names(f"{x.name}_transposed"), type=y.type or x.type, shape=_permuted(x.shape, perm))
+        new_nodes.append(ir.Node("", "ConstantOfShape", [new_shape], outputs=[out],
+                                 attributes=list(cos.attributes.values()),
+                                 name=self.names(f"{cos.name or 'ConstantOfShape'}_transposed")))
+        self.graph.insert_before(t, new_nodes)
+        self._created(*new_nodes)
+        y.replace_all_uses_with(out)
+        self._remove_dead(t)
+        return True
+
+    def _duplicate(self, t: ir.Node) -> bool:
+        """Case 5: the other Transposes of the same value with the same perm hand their users to `t`."""
+        x, perm = t.inputs[0], _perm(t)
+        done = False
+        for other in list(x.consumers()):
+            if other is t or not _is_transpose(other) or other.graph is not self.graph or _perm(other) != perm:
+                continue
+            if other.outputs[0].is_graph_output():
+                continue
+            other.outputs[0].replace_all_uses_with(t.outputs[0])
+            self._remove_dead(other)
+            done = True
+        return done
+
+    def _sink(self, t: ir.Node) -> bool:
+        """Case 6."""
+        y = t.outputs[0]
+        users = [n for n in y.consumers() if n.op_type in ("Squeeze", "Reshape") and n.domain in ("", "ai.onnx")]
+        if y.is_graph_output() or len(users) != 1 or users[0].inputs[0] is not y:
+            return False
+        u = users[0]
+        shape_cone = _shape_cone(u)
+        if any(n is not u and n not in shape_cone for n in y.consumers()):
+            return False
+        z = u.outputs[0]
+        after = list(z.consumers())
+        if z.is_graph_output() or not after or not all(_is_transpose(n) for n in after):
+            return False
+        moved = self._sink_squeeze(t, u) if u.op_type == "Squeeze" else self._sink_reshape(t, u)
+        if moved is None:
+            return False
+        new_u, new_t = moved
+        self.graph.insert_before(u, [new_u, new_t])
+        self._created(new_u, new_t)
+        z.replace_all_uses_with(new_t.outputs[0])
+        self._remove_dead(u)
+        return True
+
+    # ---- case 6 per op -----------------------------------------------------------------------------------
+
+    def _sink_squeeze(self, t: ir.Node, u: ir.Node):
+        perm = _perm(t)
+        rank = len(perm)
+        if len(u.inputs) > 1 and u.inputs[1] is not None:
+            axes = rw.constant_array(u.inputs[1])
+            if axes is None:
+                return None
+            axes = [int(a) for a in np.atleast_1d(axes)]
+        elif "axes" in u.attributes:
+            axes = list(u.attributes["axes"].value)
+        else:
+            return None  # squeeze-all depends on run-time shapes
+        axes = sorted({a % rank for a in axes})
+        removed = sorted(perm[a] for a in axes)
+        kept = [perm[i] for i in range(rank) if i not in axes]
+        new_perm = [k - sum(r < k for r in removed) for k in kept]
+        x = t.inputs[0]
+        mid_shape = None if x.shape is None else ir.Shape([d for i, d in enumerate(x.shape) if i not in removed])
+        mid = ir.Value(name=self.names(f"{u.outputs[0].name}_squeezed"), type=x.type, shape=mid_shape)
+        if len(u.inputs) > 1:
+            axes_value = self._initializer(np.array(removed, dtype=np.int64), f"{u.name or 'Squeeze'}_axes")
+            new_u = ir.Node("", "Squeeze", [x, axes_value], outputs=[mid], name=self.names(u.name or "Squeeze"))
+        else:
+            new_u = ir.Node("", "Squeeze", [x], outputs=[mid], name=self.names(u.name or "Squeeze"),
+                            attributes=[ir.AttrInt64s("axes", removed)])
+        return new_u, self._transpose(mid, new_perm, u.outputs[0])
+
+    def _sink_reshape(self, t: ir.Node, u: ir.Node):
+        perm = _perm(t)
+        x, y, z = t.inputs[0], t.outputs[0], u.outputs[0]
+        allowzero = int(u.attributes["allowzero"].value) if "allowzero" in u.attributes else 0
+        spec = rw.constant_array(u.inputs[1])
+        groups = _reshape_groups(_tokens(y.shape, len(perm)), z.shape, spec, allowzero)
+        if groups is None:
+            return None
+        original = [tuple(perm[a] for a in g) for g in groups]
+        if any(list(g) != list(range(g[0], g[0] + len(g))) for g in original if g):
+            return None  # a merged group is not contiguous in the untransposed tensor
+        if any(not g for g in original):
+            return None
+        order = sorted(range(len(original)), key=lambda j: original[j][0])
+        x_dims = list(x.shape) if x.shape is not None else [None] * len(perm)
+        new_spec, unknown = [], 0
+        for k, j in enumerate(order):
+            g = original[j]
+            if len(g) == 1 and g[0] == k and not allowzero:
+                new_spec.append(0)
+            elif len(g) == 1 and isinstance(x_dims[g[0]], int):
+                new_spec.append(x_dims[g[0]])
+            elif len(g) > 1 and all(isinstance(x_dims[a], int) for a in g):
+                new_spec.append(int(np.prod([x_dims[a] for a in g])))
+            else:
+                new_spec.append(-1)
+                unknown += 1
+        if unknown > 1:
+            return None
+        new_perm = [order.index(j) for j in range(len(original))]
+        mid_shape = None
+        if z.shape is not None:
+            mid_shape = ir.Shape([z.shape[j] for j in order])
+        mid = ir.Value(name=self.names(f"{z.name}_reshaped"), type=x.type, shape=mid_shape)
+        spec_value = self._initializer(np.array(new_spec, dtype=np.int64), f"{u.name or 'Reshape'}_shape")
+        new_u = ir.Node("", "Reshape", [x, spec_value], outputs=[mid], name=self.names(u.name or "Reshape"),
+                        attributes=list(u.attributes.values()))
+        return new_u, self._transpose(mid, new_perm, z)
+
+    # ---- helpers -----------------------------------------------------------------------------------------
+
+    def _transpose(self, value: ir.Value, perm: Sequence[int], like: ir.Value) -> ir.Node:
+        node, _ = rw.transpose(value, perm, self.names, f"{like.name}_transposed")
+        out = node.outputs[0]
+        out.type = like.type or out.type
+        if like.shape is not None:
+            out.shape = like.shape
+        return node
+
+    def _initializer(self, array: np.ndarray, hint: str) -> ir.Value:
+        name = self.names(hint)
+        value = ir.val(name, const_value=ir.tensor(array, name=name))
+        self.graph.register_initializer(value)
+        if self.model.ir_version < 4:  # IR < 4: every initializer is also a graph input
+            self.graph.inputs.append(value)
+        return value
+
+    def _bypass(self, t: ir.Node, x: ir.Value) -> bool:
+        """Users of t's output read x instead; a graph output name moves to x when x can carry it."""
+        y = t.outputs[0]
+        if y.is_graph_output():
+            if x.producer() is None or x.is_graph_input() or x.is_graph_output() or x.is_initializer():
+                return False
+            name = y.name
+            y.name = None
+            x.name = name
+            x.type = y.type or x.type
+            x.shape = y.shape if y.shape is not None else x.shape
+            ir.convenience.replace_all_uses_with(y, x, replace_graph_outputs=True)
+        else:
+            y.replace_all_uses_with(x)
+        self._remove_dead(t)
+        return True
+
+    def _remove_dead(self, node: ir.Node) -> None:
+        """Remove `node` when nothing reads its outputs, then its producers that became dead the same way."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n.graph is not self.graph:
+                continue
+            if any(o.uses() or o.is_graph_output() for o in n.outputs):
+                continue
+            producers = [v.producer() for v in n.inputs if v is not None]
+            self.graph.remove(n, safe=True)
+            stack.extend(p for p in producers if p is not None)
+
+
+def _shape_cone(u: ir.Node) -> set:
+    """Nodes that only compute u's shape/axes input (dynamo exports read Reshape's shape off its own input)."""
+    if len(u.inputs) < 2 or u.inputs[1] is None:
+        return set()
+    cone, stack = set(), [u.inputs[1].producer()]
+    while stack:
+        n = stack.pop()
+        if n is None or n in cone:
+            continue
+        cone.add(n)
+        stack.extend(v.producer() for v in n.inputs if v is not None)
+    # keep only nodes whose every output is read by the cone or by u alone
+    changed = True
+    while changed:
+        changed = False
+        for n in list(cone):
+            if any(o.is_graph_output() or any(c is not u and c not in cone for c in o.consumers()) for o in n.outputs):
+                cone.discard(n)
+                changed = True
+    return cone
+
+
+def _is_transpose(node: ir.Node) -> bool:
+    return node.op_type == "Transpose" and node.domain in ("", "ai.onnx")
+
+
+def _perm(node: ir.Node) -> Optional[tuple]:
+    attr = node.attributes.get("perm")
+    if attr is not None:
+        return tuple(int(p) for p in attr.value)
+    x = node.inputs[0]
+    if x is not None and x.shape is not None:
+        return tuple(reversed(range(len(x.shape))))  # no perm: reverse the axes
+    return None
+
+
+def _permuted(shape: Optional[ir.Shape], perm: Sequence[int]) -> Optional[ir.Shape]:
+    return None if shape is None or len(shape) != len(perm) else ir.Shape([shape[p] for p in perm])
+
+
+def _tokens(shape: Optional[ir.Shape], rank: int) -> list:
+    """Dims to compare: ints and symbol names compare by value; unknown dims only equal themselves."""
+    if shape is None or len(shape) != rank:
+        return [object() for _ in range(rank)]
+    out = []
+    for d in shape:
+        if isinstance(d, int):
+            out.append(d)
+        elif getattr(d, "value", None) is not None:
+            out.append(str(d.value))
+        else:
+            out.append(object())
+    return out
+
+
+def _reshape_groups(in_tokens: list, out_shape: Optional[ir.Shape], spec: Optional[np.ndarray],
+                    allowzero: int) -> Optional[list[tuple]]:
+    """The input axes each output axis of a Reshape is made of, when a row-major reading makes it certain."""
+    if spec is not None and spec.ndim == 1:
+        out_tokens = []
+        for i, s in enumerate(int(v) for v in spec):
+            if s == 0 and not allowzero:
+                if i >= len(in_tokens):
+                    return None
+                out_tokens.append(in_tokens[i])
+            elif s > 0:
+                out_tokens.append(s)
+            else:
+                out_tokens.append(object())
+    elif out_shape is not None:
+        out_tokens = _tokens(out_shape, len(out_shape))
+    else:
+        return None
+    n_in, n_out = len(in_tokens), len(out_tokens)
+    head = 0
+    while head < min(n_in, n_out) and _same(in_tokens[head], out_tokens[head]):
+        head += 1
+    tail = 0
+    while tail < min(n_in, n_out) - head and _same(in_tokens[n_in - 1 - tail], out_tokens[n_out - 1 - tail]):
+        tail += 1
+    mid_in, mid_out = n_in - head - tail, n_out - head - tail
+    if mid_out == 0 and mid_in == 0:
+        middle = []
+    elif mid_out == 1 and mid_in >= 1:
+        middle = [tuple(range(head, head + mid_in))]
+    else:
+        return None
+    return ([(i,) for i in range(head)] + middle + [(n_in - tail + i,) for i in range(tail)])
+
+
+def _same(a, b) -> bool:
+    return a is b or (type(a) in (int, str) and type(a) is type(b) and a == b)
+
+
+# ---- absorb: Transpose -> layout-0 node -> Transpose becomes one layout-1 node -----------------------------
+
+def batch_first_nodes(model: ir.Model) -> list[onnx_recurrent.RecurrentNode]:
+    """Layout-0 recurrent nodes (opset >= 14) whose X is a batch-major tensor transposed to [T,N,I]."""
+    if onnx_recurrent.default_opset(model) < 14:
+        return []
+    out = []
+    for rn in onnx_recurrent.find(model):
+        producer = rn.inputs["X"].producer()
+        if rn.layer.layout == 0 and producer is not None and _is_transpose(producer) \
+                and _perm(producer) == BATCH_FIRST_X:
+            out.append(rn)
+    return out
+
+
+def absorb_plan(model: ir.Model, names: rw.Names, nodes: Optional[Sequence[onnx_recurrent.RecurrentNode]] = None
+                ) -> list[rw.NodeRewrite]:
+    """The relayout-to-1 rewrites of the batch-first nodes; FoldTransposes then cancels the exporter's pairs."""
+    return [layout_pass.relayout(rn, 1, names) for rn in (batch_first_nodes(model) if nodes is None else nodes)]
+
+
+def absorb(model: ir.Model) -> bool:
+    """Unverified in-place absorb (the verified path is `rnnconv layout --to 1`); True when anything changed."""
+    rewrites = absorb_plan(model, rw.Names(model.graph))
+    for r in rewrites:
+        rw.apply(model.graph, r)
+    FoldTransposes(scope=[n for r in rewrites for n in r.nodes])(model)
+    return bool(rewrites)
