@@ -1,13 +1,22 @@
 """Engine (float32) against onnxruntime on LSTM and GRU layers: median milliseconds and their ratio.
 
-Run: python benchmarks/engine.py [--runs N]
+Run: python benchmarks/engine.py [--runs N] [--threads N]
+
+Both sides get the same number of threads (default 1: on a shared machine multi-threaded BLAS timings
+are mostly noise). Thread counts are read when numpy loads, hence the environment set-up first.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
+
+THREADS = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 1
+for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[variable] = str(THREADS)
 
 import numpy as np
 import onnxruntime as ort
@@ -41,7 +50,10 @@ def ort_session(kind, direction, X, weights, H):
         initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 def median_ms(fn, runs):
@@ -57,8 +69,10 @@ def median_ms(fn, runs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1, help="threads for numpy's BLAS and onnxruntime")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
+    print(f"threads: {THREADS}, numpy {np.__version__}, onnxruntime {ort.__version__}")
     print(f"{'op':5} {'direction':14} {'seq,batch,in,hid':18} {'engine ms':>10} {'ort ms':>10} {'ratio':>7} {'max |diff|':>10}")
     for shape in SHAPES:
         T, N, I, H = shape

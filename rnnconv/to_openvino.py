@@ -217,11 +217,16 @@ def _node_model(model: ir.Model, rn) -> ir.Model:
     I = layer.input_size
     if I is None and x.shape is not None and isinstance(x.shape[-1], int):
         I = x.shape[-1]
+    # Static dims of the source stay static (dynamic dims change which IR rnnconv writes).
+    xs = list(x.shape) if x.shape is not None and len(x.shape) == 3 else [None, None, I]
+    n_axis, t_axis = (0, 1) if layer.layout == 1 else (1, 0)
+    n = xs[n_axis] if isinstance(xs[n_axis], int) else "N"
+    t = xs[t_axis] if isinstance(xs[t_axis], int) else "T"
     canonical = {
-        "X": ["N", "T", I] if layer.layout == 1 else ["T", "N", I],
-        "initial_h": ["N", D, H] if layer.layout == 1 else [D, "N", H],
-        "initial_c": ["N", D, H] if layer.layout == 1 else [D, "N", H],
-        "sequence_lens": ["N"],
+        "X": [n, t, I] if layer.layout == 1 else [t, n, I],
+        "initial_h": [n, D, H] if layer.layout == 1 else [D, n, H],
+        "initial_c": [n, D, H] if layer.layout == 1 else [D, n, H],
+        "sequence_lens": [n],
     }
     inputs, inits, new_inputs = [], [], []
     for role, v in zip(onnx_recurrent.INPUTS[rn.op], rn.node.inputs):

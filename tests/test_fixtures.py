@@ -20,7 +20,11 @@ def _load_maker():
     spec = importlib.util.spec_from_file_location("make_fixtures", FIXTURES / "make_fixtures.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses looks its module up there
-    spec.loader.exec_module(mod)
+    keep, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ inside fixtures/
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.dont_write_bytecode = keep
     return mod
 
 

@@ -204,40 +204,72 @@ def test_layout1_shapes_and_numbers_where_openvino_import_is_wrong(tmp_path):
 
 def test_per_direction_activations_split_into_two_sequences(tmp_path):
     model, _ = recurrent_model("GRU", direction="bidirectional", activations=["Sigmoid", "Tanh", "Sigmoid", "Relu"],
-                               dynamic=True, seq_lens=True, initial_h=True)
-    xml, report = convert_and_check(tmp_path, model, 0, {}, shapes=((4, 2), (5, 3)))
+                               seq_lens=True, initial_h=True)
+    xml, report = convert_and_check(tmp_path, model, 0, {})
     assert xml.read_text().count('type="GRUSequence"') == 2
     assert any("per direction" in r["what"] for r in report.rewrites)
 
 
-@pytest.mark.parametrize("construct,kwargs", [
-    ("peepholes", {"peepholes": True}),
-    ("input_forget", {"input_forget": 1}),
-    ("activation HardSigmoid", {"activations": ["HardSigmoid", "Tanh", "Tanh"]}),
-    ("clip=0.0", {"clip": 0.0}),
-])
-def test_inexpressible_constructs_exit_3_naming_them(tmp_path, construct, kwargs):
-    model, _ = recurrent_model("LSTM", **kwargs)
+@pytest.mark.parametrize("kind", ["GRU", "LSTM", "RNN"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_dynamic_sequence_lens_lowered_because_openvino_ignores_them(tmp_path, kind, direction):
+    """OpenVINO 2026.4 CPU ignores sequence_lengths in Sequence ops when shapes are dynamic; rnnconv writes an
+    explicit TensorIterator recurrence instead, right for every batch and sequence size."""
+    model, _ = recurrent_model(kind, direction=direction, seq_lens=True, initial_h=True, initial_c=True,
+                               dynamic=True, lbr=int(kind == "GRU"))
+    xml, report = convert_and_check(tmp_path, model, 0, {}, shapes=((4, 2), (7, 3), (2, 1)))
+    assert 'type="TensorIterator"' in xml.read_text()
+    assert any("TensorIterator" in r["what"] for r in report.rewrites)
+
+
+LOWERED = [
+    ("peepholes", "LSTM", {"peepholes": True}),
+    ("input_forget", "LSTM", {"input_forget": 1}),
+    ("peepholes+input_forget bidirectional", "LSTM", {"peepholes": True, "input_forget": 1,
+                                                      "direction": "bidirectional", "seq_lens": True,
+                                                      "initial_h": True, "initial_c": True}),
+    ("HardSigmoid/Elu/ScaledTanh", "LSTM", {"activations": ["HardSigmoid", "Elu", "ScaledTanh"]}),
+    ("LeakyRelu/Softsign reverse", "GRU", {"activations": ["LeakyRelu", "Softsign"], "direction": "reverse",
+                                           "lbr": 1}),
+    ("Softplus/Affine/ThresholdedRelu", "LSTM", {"activations": ["Softplus", "Affine", "ThresholdedRelu"]}),
+    ("clip 0", "RNN", {"clip": 0.0, "direction": "bidirectional"}),
+    ("mixed per direction, not all OpenVINO", "RNN", {"activations": ["Tanh", "ScaledTanh"],
+                                                      "direction": "bidirectional"}),
+]
+
+
+@pytest.mark.parametrize("what,kind,kwargs", LOWERED, ids=[c[0] for c in LOWERED])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_inexpressible_constructs_run_right_in_openvino(tmp_path, what, kind, kwargs, dynamic):
+    model, _ = recurrent_model(kind, dynamic=dynamic, **kwargs)
+    shapes = ((4, 2), (6, 3)) if dynamic else ((4, 2),)
+    xml, report = convert_and_check(tmp_path, model, 0, {}, shapes=shapes)
+    assert 'type="TensorIterator"' in xml.read_text()
+    assert "Sequence" not in xml.read_text()
+
+
+def test_inexpressible_with_computed_weights_exit_3_naming_it(tmp_path):
+    model, _ = recurrent_model("LSTM", peepholes=True, weights_as_inputs=True)
     xml = tmp_path / "m.xml"
     with pytest.raises(Unsupported) as err:
         to_openvino(model, xml)
-    assert construct in str(err.value) and "lstm0" in str(err.value)
+    assert "peepholes" in str(err.value) and "lstm0" in str(err.value) and "constant weights" in str(err.value)
     assert not xml.exists() and not xml.with_suffix(".bin").exists()
 
 
-def test_openvino_import_drops_peepholes_rnnconv_refuses(tmp_path):
-    """ov.convert_model runs the peephole LSTM as if P were 0; rnnconv exits 3 instead of writing wrong IR."""
-    model, _ = recurrent_model("LSTM", peepholes=True, T=4, N=2)
+@pytest.mark.parametrize("what,kwargs", [("peepholes", {"peepholes": True}), ("input_forget", {"input_forget": 1})])
+def test_openvino_import_is_wrong_where_rnnconv_is_right(tmp_path, what, kwargs):
+    """ov.convert_model runs these LSTMs as if P were 0 / input_forget 0; rnnconv's IR gives the ONNX numbers."""
+    model, _ = recurrent_model("LSTM", T=4, N=2, **kwargs)
     path = tmp_path / "p.onnx"
     onnx.save(model, path)
     feeds = feeds_for(model, T=4, N=2)
     ref = reference(model, feeds, 0)
     theirs = ov.Core().compile_model(ov.convert_model(str(path)), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    out = theirs(feeds)
-    y = out[theirs.outputs[0]]
+    y = theirs(feeds)[theirs.outputs[0]]
     assert np.abs(y - ref["Y"]).max() > 1e-3  # silently wrong
-    with pytest.raises(Unsupported, match="peepholes"):
-        to_openvino(model, tmp_path / "p.xml")
+    xml, _ = convert_and_check(tmp_path, model, 0, {})
+    assert np.abs(ov_infer(xml, feeds)["Y"] - ref["Y"]).max() < TOL
 
 
 def test_cli_writes_ir_and_json(tmp_path):
@@ -259,7 +291,7 @@ def test_cli_unsupported_exit_3(tmp_path):
     import subprocess
     import sys
 
-    model, _ = recurrent_model("LSTM", peepholes=True)
+    model, _ = recurrent_model("LSTM", peepholes=True, weights_as_inputs=True)
     path = tmp_path / "p.onnx"
     onnx.save(model, path)
     res = subprocess.run([sys.executable, "-m", "rnnconv", "to-openvino", str(path), "-o", str(tmp_path / "p.xml")],

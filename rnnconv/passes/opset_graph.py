@@ -38,6 +38,7 @@ class Compatible:
     attributes_at_default: tuple[tuple[str, object], ...] = ()
     non_negative: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()  # new attributes with no neutral default: the node must not carry them
+    non_negative_inputs: tuple[int, ...] = ()  # inputs that must be absent or constants with no negative value
 
 
 def _steps(op: str, versions: tuple[int, ...], **kw) -> list[Compatible]:
@@ -52,8 +53,8 @@ _TABLE = [
     *_steps("Transpose", (1, 13, 21, 23, 24, 25)),
     Compatible("Squeeze", 1, 11, non_negative=("axes",)), *_steps("Squeeze", (13, 21, 23, 24, 25)),
     Compatible("Unsqueeze", 1, 11, non_negative=("axes",)), *_steps("Unsqueeze", (13, 21, 23, 24, 25)),
-    Compatible("Slice", 11, 13),
-    Compatible("Gather", 11, 13),
+    Compatible("Slice", 10, 11, non_negative_inputs=(3,)), Compatible("Slice", 11, 13),
+    Compatible("Gather", 1, 11, non_negative=("axis",), non_negative_inputs=(1,)), Compatible("Gather", 11, 13),
     Compatible("Concat", 4, 11, non_negative=("axis",)), Compatible("Concat", 11, 13),
     *_steps("Cast", (6, 9, 13)), Compatible("Cast", 13, 19, (("saturate", 1),)), *_steps("Cast", (19, 21, 23)),
     Compatible("Cast", 23, 24, (("round_mode", "up"),)), *_steps("Cast", (24, 25)),
@@ -78,6 +79,28 @@ _TABLE = [
     *_steps("Less", (9, 13)), *_steps("Greater", (9, 13)), *_steps("Equal", (7, 11, 13, 19)),
 ]
 COMPATIBLE = {(c.op, c.older, c.newer): c for c in _TABLE}
+
+
+def slice_10_1(node: ir.Node) -> ir.Node:
+    """Slice-10 -> Slice-1: constant starts/ends/axes inputs become attributes; steps must be absent or 1."""
+    ins = list(node.inputs) + [None] * (5 - len(node.inputs))
+    consts = {}
+    for i, name in enumerate(("starts", "ends", "axes", "steps"), start=1):
+        if ins[i] is None:
+            continue
+        arr = constant_array(ins[i])
+        if arr is None:
+            raise Unsupported(f"Slice-1 needs a constant {name}; this one is computed at run time")
+        consts[name] = [int(v) for v in arr.ravel()]
+    if any(v != 1 for v in consts.pop("steps", [])):
+        raise Unsupported("Slice-1 has no steps; this node steps by other than 1")
+    attrs = [ir.AttrInt64s(k, v) for k, v in consts.items()]
+    return ir.Node("", "Slice", inputs=[ins[0]], outputs=[ir.Value(name=o.name) for o in node.outputs],
+                   name=node.name, attributes=attrs)
+
+
+# Structural steps down that onnx lacks: (op, newer, older) -> the older node.
+DOWN_ADAPTERS = {("Slice", 10, 1): slice_10_1}
 
 
 def since(op: str, opset: int, domain: str = "") -> Optional[int]:
@@ -120,6 +143,13 @@ def _compatible_step(node: ir.Node, older: int, newer: int, down: bool) -> bool:
         a = node.attributes.get(name)
         values = [] if a is None else a.value if isinstance(a.value, (list, tuple)) else [a.value]
         if any(v < 0 for v in values):
+            return False
+    for index in entry.non_negative_inputs:
+        value = node.inputs[index] if index < len(node.inputs) else None
+        if value is None:
+            continue
+        arr = constant_array(value)
+        if arr is None or (arr < 0).any():
             return False
     return _types_ok(node, older)
 
@@ -181,6 +211,11 @@ class OpsetConverter:
             raise Unsupported(f"{op} does not exist below opset {current}")
         if _compatible_step(node, older, newer, to < frm):
             return [(node, reached)]
+        adapter = DOWN_ADAPTERS.get((op, newer, older)) if to < frm else None
+        if adapter is not None:
+            new = adapter(node)
+            self._replace(node, [new], list(new.outputs))
+            return [(new, reached)]
         new_nodes, outputs = self._onnx_step(node, frm, reached)
         self._replace(node, new_nodes, outputs)
         return [(n, reached) for n in new_nodes]

@@ -26,11 +26,13 @@ class FoldTransposes(ir.passes.InPlacePass):
     Case 2: Transpose(Transpose(x, p1), p2) becomes Transpose(x, p1 then p2), removed by case 1 when that is identity.
     Case 3: a Transpose of a constant (initializer or Constant node) becomes a new initializer; shared initializers
             are never modified in place.
-    Case 4: a Transpose of ConstantOfShape(shape) becomes ConstantOfShape(permuted shape), when shape is a constant
-            or a Concat of one-element pieces (the zero initial states exporters build).
+    Case 4: a Transpose of ConstantOfShape(shape) or Expand(scalar, shape) becomes the same with the permuted
+            shape, when shape is a constant or a Concat of one-element pieces (exporters' zero initial states).
     Case 5: Transposes of the same value with the same perm become one.
     Case 6: a Transpose followed by a Squeeze or Reshape whose result only feeds Transposes is moved below it, so
             that case 2 can meet the next Transpose (Y [T,D,N,H] -> Squeeze/Reshape -> Transpose exports).
+    Case 7: a Transpose of Slice(fill) with constant axes is moved above the Slice, so that case 4 folds it
+            (zero initial states sliced out of an Expand, as torch.export writes them).
 
     `scope`: when given, only Transposes among these nodes (and the ones created here, and the ones they feed) are
     folded, so a command cleans up after its own rewrites without rewriting the rest of the model.
@@ -65,8 +67,8 @@ class _Folder:
                     continue
                 if _perm(node) is None:
                     continue
-                for rule in (self._identity, self._merge, self._constant, self._constant_of_shape, self._duplicate,
-                             self._sink):
+                for rule in (self._identity, self._duplicate, self._merge, self._constant, self._constant_of_shape,
+                             self._sink, self._hoist):
                     if rule(node):
                         changed = self.modified = True
                         break
@@ -118,13 +120,13 @@ class _Folder:
         return True
 
     def _constant_of_shape(self, t: ir.Node) -> bool:
-        """Case 4."""
+        """Case 4: ConstantOfShape(shape), or Expand(scalar, shape), built with the permuted shape."""
         x, y = t.inputs[0], t.outputs[0]
-        cos = x.producer()
-        if cos is None or cos.op_type != "ConstantOfShape" or y.is_graph_output():
+        fill = x.producer()
+        if y.is_graph_output() or not _is_fill(fill):
             return False
         perm = _perm(t)
-        shape_value = cos.inputs[0]
+        shape_value = fill.inputs[-1]
         shape = rw.constant_array(shape_value)
         new_nodes = []
         if shape is not None:
@@ -143,12 +145,38 @@ class _Folder:
                                      attributes=list(concat.attributes.values()),
                                      name=self.names(f"{concat.name or 'Concat'}_transposed")))
         out = ir.Value(name=self.names(f"{x.name}_transposed"), type=y.type or x.type, shape=_permuted(x.shape, perm))
-        new_nodes.append(ir.Node("", "ConstantOfShape", [new_shape], outputs=[out],
-                                 attributes=list(cos.attributes.values()),
-                                 name=self.names(f"{cos.name or 'ConstantOfShape'}_transposed")))
+        new_nodes.append(ir.Node("", fill.op_type, [*fill.inputs[:-1], new_shape], outputs=[out],
+                                 attributes=list(fill.attributes.values()),
+                                 name=self.names(f"{fill.name or fill.op_type}_transposed")))
         self.graph.insert_before(t, new_nodes)
         self._created(*new_nodes)
         y.replace_all_uses_with(out)
+        self._remove_dead(t)
+        return True
+
+    def _hoist(self, t: ir.Node) -> bool:
+        """Case 7: Transpose(Slice(fill)) becomes Slice(Transpose(fill)) so that case 4 folds the Transpose."""
+        x, perm = t.inputs[0], _perm(t)
+        sl = x.producer()
+        if sl is None or sl.op_type != "Slice" or sl.domain not in ("", "ai.onnx") or len(sl.inputs) < 4:
+            return False
+        if len(x.consumers()) != 1 or x.is_graph_output() or not _is_fill(sl.inputs[0].producer()):
+            return False
+        axes = rw.constant_array(sl.inputs[3])
+        if axes is None:
+            return False
+        inverse = [perm.index(a) for a in range(len(perm))]
+        new_axes = np.array([inverse[int(a) % len(perm)] for a in np.atleast_1d(axes)], dtype=np.int64)
+        data = sl.inputs[0]
+        inner, moved = rw.transpose(data, perm, self.names, f"{data.name}_transposed")
+        axes_value = self._initializer(new_axes, f"{sl.inputs[3].name}_transposed")
+        out = ir.Value(name=self.names(f"{x.name}_transposed"), type=t.outputs[0].type or x.type,
+                       shape=t.outputs[0].shape)
+        new_slice = ir.Node("", "Slice", [moved, sl.inputs[1], sl.inputs[2], axes_value, *sl.inputs[4:]],
+                            outputs=[out], name=self.names(sl.name or "Slice"))
+        self.graph.insert_before(t, [inner, new_slice])
+        self._created(inner, new_slice)
+        t.outputs[0].replace_all_uses_with(out)
         self._remove_dead(t)
         return True
 
@@ -210,7 +238,8 @@ class _Folder:
         new_perm = [k - sum(r < k for r in removed) for k in kept]
         x = t.inputs[0]
         mid_shape = None if x.shape is None else ir.Shape([d for i, d in enumerate(x.shape) if i not in removed])
-        mid = ir.Value(name=self.names(f"{u.outputs[0].name}_squeezed"), type=x.type, shape=mid_shape)
+        mid = ir.Value(name=self.names(f"{u.outputs[0].name}_squeezed"), type=u.outputs[0].type or x.type,
+                       shape=mid_shape)
         if len(u.inputs) > 1:
             axes_value = self._initializer(np.array(removed, dtype=np.int64), f"{u.name or 'Squeeze'}_axes")
             new_u = ir.Node("", "Squeeze", [x, axes_value], outputs=[mid], name=self.names(u.name or "Squeeze"))
@@ -252,7 +281,7 @@ class _Folder:
         mid_shape = None
         if z.shape is not None:
             mid_shape = ir.Shape([z.shape[j] for j in order])
-        mid = ir.Value(name=self.names(f"{z.name}_reshaped"), type=x.type, shape=mid_shape)
+        mid = ir.Value(name=self.names(f"{z.name}_reshaped"), type=z.type or x.type, shape=mid_shape)
         spec_value = self._initializer(np.array(new_spec, dtype=np.int64), f"{u.name or 'Reshape'}_shape")
         new_u = ir.Node("", "Reshape", [x, spec_value], outputs=[mid], name=self.names(u.name or "Reshape"),
                         attributes=list(u.attributes.values()))
@@ -327,6 +356,18 @@ def _shape_cone(u: ir.Node) -> set:
                 cone.discard(n)
                 changed = True
     return cone
+
+
+def _is_fill(node: Optional[ir.Node]) -> bool:
+    """ConstantOfShape, or Expand of a scalar: a tensor whose every element is the same, shaped by one input."""
+    if node is None or node.domain not in ("", "ai.onnx"):
+        return False
+    if node.op_type == "ConstantOfShape":
+        return True
+    if node.op_type == "Expand" and len(node.inputs) == 2 and node.inputs[0] is not None:
+        v = node.inputs[0]
+        return v.shape is not None and len(v.shape) == 0
+    return False
 
 
 def _is_transpose(node: ir.Node) -> bool:
