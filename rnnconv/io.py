@@ -7,6 +7,7 @@ loads and saves in ~73 MiB, where raw protobuf needs ~2 GiB and cannot hold a te
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -235,18 +236,94 @@ def reference_session(model: ir.Model | "onnx.ModelProto", kernels: dict[str, Ca
 
         return type(op_type, (OpRun,), {"op_domain": "", "_run": _run})
 
-    proto = model if isinstance(model, onnx.ModelProto) else to_proto(model)
-    return ReferenceEvaluator(proto, new_ops=[make(op, k) for op, k in kernels.items()])
+    if isinstance(model, onnx.ModelProto):
+        model = ir.serde.deserialize_model(model)
+    proto, weights = _weights_as_inputs(model)
+    evaluator = ReferenceEvaluator(proto, new_ops=[make(op, k) for op, k in kernels.items()])
+    return _WithWeights(evaluator, weights)
+
+
+class _WithWeights:
+    """A ReferenceEvaluator whose initializers are fed as (memory-mapped) arrays at each run."""
+
+    def __init__(self, evaluator, weights: dict):
+        self.evaluator, self.weights = evaluator, weights
+
+    def run(self, output_names, feeds: dict):
+        return self.evaluator.run(output_names, {**self.weights, **feeds})
+
+
+def _weights_as_inputs(model: ir.Model) -> tuple["onnx.ModelProto", dict]:
+    """The model's proto without initializer data (they become graph inputs) plus the arrays by name.
+
+    Weights are never copied into protobuf: external data stays memory-mapped and models over 2 GB run.
+    """
+    weights = {name: v.const_value.numpy() for name, v in model.graph.initializers.items()
+               if v.const_value is not None}
+    proto = ir.serde.serialize_model(model) if not weights else _serialize_without(model, weights)
+    return proto, weights
+
+
+def _serialize_without(model: ir.Model, weights: dict) -> "onnx.ModelProto":
+    graph = model.graph
+    saved = dict(graph.initializers)
+    extra_inputs = [v for name, v in saved.items() if v not in graph.inputs]
+    try:
+        graph.initializers.clear()
+        graph.inputs.extend(extra_inputs)
+        for v in saved.values():
+            if v.type is None and v.const_value is not None:
+                v.type = ir.TensorType(v.const_value.dtype)
+            if v.shape is None and v.const_value is not None:
+                v.shape = ir.Shape(v.const_value.shape)
+        return ir.serde.serialize_model(model)
+    finally:
+        for v in extra_inputs:
+            graph.inputs.remove(v)
+        for v in saved.values():
+            graph.register_initializer(v)
 
 
 def onnxruntime_session(model: ir.Model | "onnx.ModelProto"):
     import onnxruntime as ort
 
     ort.set_default_logger_severity(4)
-    proto = model if isinstance(model, onnx.ModelProto) else to_proto(model)
+    if isinstance(model, onnx.ModelProto):
+        model = ir.serde.deserialize_model(model)
+    proto, weights = _weights_as_inputs(model)
     options = ort.SessionOptions()
     options.log_severity_level = 4
-    return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    # onnxruntime lags onnx's IR version; the graph features our models use exist in its newest one.
+    proto.ir_version = min(proto.ir_version, onnxruntime_max_ir_version())
+    sess = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return _OrtWithWeights(sess, weights)
+
+
+@functools.lru_cache(maxsize=1)
+def onnxruntime_max_ir_version() -> int:
+    import onnxruntime as ort
+
+    for ir_version in range(onnx.IR_VERSION, 3, -1):
+        node = onnx.helper.make_node("Identity", ["x"], ["y"])
+        vi = [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [1]) for n in "xy"]
+        model = onnx.helper.make_model(onnx.helper.make_graph([node], "g", vi[:1], vi[1:]),
+                                       opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=ir_version)
+        try:
+            ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+            return ir_version
+        except Exception:
+            continue
+    return 3
+
+
+class _OrtWithWeights(_WithWeights):
+    """An onnxruntime session fed its weights as inputs (no copy into protobuf, works past 2 GB)."""
+
+    def get_outputs(self):
+        return self.evaluator.get_outputs()
+
+    def get_inputs(self):
+        return [i for i in self.evaluator.get_inputs() if i.name not in self.weights]
 
 
 def convert_version(model: ir.Model, target: int) -> ir.Model:

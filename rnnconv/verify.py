@@ -414,7 +414,8 @@ def _narrow(spec: InputSpec, rng: tuple, why: str) -> None:
     else:
         lo, hi = max(spec.int_range[0], rng[0]), min(spec.int_range[1], rng[1])
         spec.int_range = (lo, max(lo, hi))
-        spec.int_source = f"{spec.int_source}; {why}"
+        if why not in spec.int_source:
+            spec.int_source = f"{spec.int_source}; {why}"
 
 
 def _trace_back(value: Optional[ir.Value], axis: int, depth: int = 0) -> Optional[tuple[str, int]]:
@@ -982,23 +983,26 @@ class VerifyReport(Report):
 
     def lines(self) -> list[str]:
         out = [f"reference: {self.reference}", f"candidate: {self.candidate}"]
-        for k, described in enumerate(self.inputs):
+        distinct = [d for k, d in enumerate(self.inputs) if d not in self.inputs[:k]]
+        for k, described in enumerate(distinct):
             parts = []
             for i in described:
                 rng = f" in [{_num(i['range'][0])}, {_num(i['range'][1])}]" if "range" in i else ""
                 parts.append(f"{i['name']} {i['dtype']}{i['shape']}{rng} ({i['from']})")
-            head = f"inputs (run {k}" + (f", seed {self.seed}" if self.seed is not None else "") + "): "
+            runs = f"run {self.inputs.index(described)}" if len(distinct) > 1 else f"{len(self.inputs)} run(s)"
+            head = f"inputs ({runs}" + (f", seed {self.seed}" if self.seed is not None else "") + "): "
             out.append(head + "; ".join(parts))
         for s in self.skipped:
             out.append(f"skipped {s['side']}[{s['engine']}]: {s['reason']}")
         for note in self.notes:
             out.append(f"note: {note}")
         width = max((len(o.name) for c in self.checks for o in c.outputs), default=1)
+        swidth = max((len(_shape_text(o.shape)) for c in self.checks for o in c.outputs), default=1)
         for c in self.checks:
             out.append(f"{'ok  ' if c.ok else 'FAIL'} {c.subject} vs {self.baseline}" + (f" ({c.note})" if c.note
                                                                                         else ""))
             for o in c.outputs:
-                out.append("     " + _output_line(o, width))
+                out.append("     " + _output_line(o, width, swidth))
         return out
 
     def verdict(self) -> str:
@@ -1017,27 +1021,30 @@ def _num(x) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
-def _output_line(o: OutputComparison, width: int) -> str:
-    status = "ok  " if o.ok else "BAD "
-    head = f"{status}{o.name.ljust(width)} {list(o.shape)}"
+def _output_line(o: OutputComparison, width: int, swidth: int = 0) -> str:
+    head = f"{'ok ' if o.ok else 'BAD'} {o.name.ljust(width)} {_shape_text(o.shape).ljust(swidth)}"
     if o.problem and o.worst_index is None:
-        return f"{head}: {o.problem}"
+        return f"{head}  {o.problem}"
     size = int(np.prod(o.shape)) if o.shape else 1
-    text = (f"{head} max abs {o.max_abs:.3g}, max rel {o.max_rel:.3g}, mean abs {o.mean_abs:.3g}; "
-            f"{o.n_bad}/{size} out of tolerance ({100 * o.frac_bad:.1f}%)")
-    if o.worst_index is not None and (o.n_bad or o.max_abs > 0):
-        text += f"; worst at {list(o.worst_index)}"
-        if o.ref_value is not None:
-            text += f": {o.cand_value:.6g} vs {o.ref_value:.6g}"
-    if o.time_axis is not None and o.max_abs_per_step and o.n_bad:
-        steps = [t for t, e in enumerate(o.max_abs_per_step) if e > (o.atol or 0)]
-        if steps:
-            text += f"; steps over atol: {_ranges(steps)} of {len(o.max_abs_per_step)}"
+    text = f"{head}  max abs {o.max_abs:.2g}  max rel {o.max_rel:.2g}  mean abs {o.mean_abs:.2g}  bad {o.n_bad}/{size}"
+    if o.n_bad:
+        text += f" ({100 * o.frac_bad:.1f}%)"
+        if o.worst_index is not None and o.ref_value is not None:
+            text += f"  worst {_shape_text(o.worst_index)}: {o.cand_value:.6g} vs {o.ref_value:.6g}"
+        if o.time_axis is not None and o.max_abs_per_step:
+            steps = [t for t, e in enumerate(o.max_abs_per_step) if e > (o.atol or 0)]
+            if steps:
+                text += f"  steps {_ranges(steps)} of {len(o.max_abs_per_step)}"
+        text += f"  (atol {o.atol:g}, rtol {o.rtol:g})"
     if any(o.nan) or any(o.inf):
-        text += f"; NaN ref/cand {o.nan[0]}/{o.nan[1]}, Inf ref/cand {o.inf[0]}/{o.inf[1]}"
+        text += f"  NaN {o.nan[0]}/{o.nan[1]}, Inf {o.inf[0]}/{o.inf[1]} (reference/candidate)"
     if o.problem:
-        text += f"; {o.problem}"
-    return text + f" [atol {o.atol:g}, rtol {o.rtol:g}]"
+        text += f"  {o.problem}"
+    return text
+
+
+def _shape_text(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
 
 
 def _ranges(steps: list[int]) -> str:
@@ -1181,6 +1188,7 @@ def plot_errors(report: VerifyReport, path) -> None:
     """Max |error| per time step of each recurrent output, one panel per output (needs matplotlib)."""
     try:
         import matplotlib
+        import matplotlib.ticker
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -1203,6 +1211,7 @@ def plot_errors(report: VerifyReport, path) -> None:
             ax.axhline(max(o.atol or 0.0, 1e-12), linestyle="--", linewidth=0.8, color="gray")
         ax.set_title(f"{name}: max |error| per time step (axis {items[0][1].time_axis}); dashed: atol")
         ax.set_xlabel("time step")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         ax.legend(fontsize="small")
     fig.suptitle(report.verdict(), fontsize="small")
     fig.tight_layout()
@@ -1214,6 +1223,11 @@ def plot_errors(report: VerifyReport, path) -> None:
         raise IOFailure(f"{path}: cannot write ({err.strerror or err})") from err
     finally:
         plt.close(fig)
+
+
+def verify(reference, candidate, **kwargs) -> VerifyReport:
+    """The public `rnnconv.verify(reference, candidate, ...)`: `compare_models` under the name the API uses."""
+    return compare_models(reference, candidate, **kwargs)
 
 
 class _CallableModule(types.ModuleType):

@@ -11,7 +11,7 @@ from rnnconv import __version__
 from rnnconv.errors import EXIT_CODES_HELP, RnnconvError
 
 # Each entry is a module in rnnconv/cli/ defining `command`; adding a command is one line here.
-COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "to_openvino"]
+COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "to_openvino", "verify", "check"]
 
 EXIT_INTERNAL = 70
 

@@ -1,0 +1,173 @@
+"""`check`: which recurrent nodes a runtime cannot run, or will run wrongly without saying so, and the rnnconv
+command that fixes each.
+
+Every fact here was measured (../shared/spec/README.md, "Runtime facts") and is proven again by
+tests/test_check.py, which runs the real runtime on a small model and observes the refusal or the wrong number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Iterable, Optional
+
+import numpy as np
+
+from rnnconv import activations as act
+from rnnconv import io
+from rnnconv.dialects import onnx_recurrent
+
+TARGETS = ("onnxruntime", "openvino", "onnx-reference")
+OPENVINO_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh"}
+
+REFUSES = "refuses"  # the runtime raises: loud, but the model does not run
+WRONG = "silently wrong"  # the runtime runs and returns other numbers (or shapes) than the spec's
+
+
+@dataclasses.dataclass
+class Finding:
+    target: str
+    node: str
+    op: str
+    version: int
+    effect: str  # REFUSES or WRONG
+    problem: str
+    fix: str  # the rnnconv command (with MODEL / OUT placeholders filled in) that removes the problem
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _fixes(model: str) -> dict[str, str]:
+    stem = model[: -len(".onnx")] if model.endswith(".onnx") else model
+    return {
+        "upgrade": f"rnnconv upgrade {model} -o {stem}.opset14.onnx",
+        "layout0": f"rnnconv layout {model} --to 0 -o {stem}.layout0.onnx",
+        "downgrade-bf16": f"rnnconv downgrade {model} --opset 21 -o {stem}.float32.onnx "
+                          f"(Casts to float32 around the node)",
+        "to-openvino": f"rnnconv to-openvino {model} -o {stem}.xml",
+        "engine": "rnnconv verify REFERENCE CANDIDATE --engine rnnconv (rnnconv's engine runs it as the spec says)",
+    }
+
+
+def _has_nonzero_peepholes(rn: onnx_recurrent.RecurrentNode) -> bool:
+    layer = rn.layer
+    if not layer.has_peepholes:
+        return False
+    if not layer.weights_constant:
+        return True  # P given at run time: it may be anything
+    return any(np.any(np.asarray(p) != 0) for c in layer.cells for p in c.P.values())
+
+
+def _activation_names(rn) -> set[str]:
+    return {a.name for c in rn.layer.cells for a in c.activations}
+
+
+def _default_activations(rn) -> bool:
+    defaults = act.DEFAULTS[rn.op]
+    return all(tuple(a.name for a in c.activations) == defaults for c in rn.layer.cells)
+
+
+def node_findings(rn: onnx_recurrent.RecurrentNode, target: str, model: str = "MODEL") -> list[Finding]:
+    """What `target` does wrong with this node; an empty list when it runs it as the spec says."""
+    layer = rn.layer
+    fix = _fixes(model)
+    out: list[Finding] = []
+
+    def add(effect, problem, how):
+        out.append(Finding(target, rn.name, rn.op, rn.version, effect, problem, how))
+
+    dtype = getattr(layer.dtype, "name", str(layer.dtype))
+    if target == "onnxruntime":
+        if rn.version < 7:
+            add(REFUSES, f"no CPU kernel for {rn.op}-{rn.version} (onnxruntime runs {rn.op} from opset 7)",
+                fix["upgrade"])
+        if layer.layout == 1:
+            add(REFUSES, "layout=1 is refused at session creation (\"Batchwise recurrent operations (layout == 1) "
+                         "are not supported\")", fix["layout0"])
+        if dtype == "float64":
+            add(REFUSES, f"float64 {rn.op} is not run (no double kernel)",
+                "none yet (export the model in float32); to run it: " + fix["engine"])
+        if dtype == "bfloat16":
+            add(REFUSES, f"no CPU kernel for bfloat16 {rn.op}", fix["downgrade-bf16"])
+    elif target == "openvino":
+        if _has_nonzero_peepholes(rn):
+            add(WRONG, "peepholes (P) are dropped by OpenVINO's ONNX import: it runs the node as if P = 0",
+                fix["to-openvino"])
+        if layer.input_forget:
+            add(WRONG, "input_forget is dropped by OpenVINO's ONNX import: it runs the node as if input_forget = 0",
+                fix["to-openvino"])
+        if layer.layout == 1:
+            add(WRONG, "layout=1 is not read by OpenVINO's ONNX import: outputs come out in layout-0 shapes, "
+                       "no error", f"{fix['to-openvino']}, or {fix['layout0']}")
+        names = _activation_names(rn) - OPENVINO_ACTIVATIONS
+        if names:
+            add(REFUSES, f"activations {sorted(names)} are imported but the CPU plugin fails to compile them "
+                         f"(OpenVINO runs relu, sigmoid, tanh only)", fix["to-openvino"])
+        elif len({tuple(a.name for a in c.activations) for c in layer.cells}) > 1:
+            add(WRONG, "different activations per direction: OpenVINO runs one activation list for both "
+                       "directions", fix["to-openvino"])
+    elif target == "onnx-reference":
+        if not _default_activations(rn):
+            names = [[a.name for a in c.activations] for c in layer.cells]
+            add(WRONG if rn.op != "RNN" else REFUSES,
+                f"activations {names} are not the defaults: onnx's ReferenceEvaluator "
+                + ("runs the default activations instead" if rn.op != "RNN" else
+                   "knows only Tanh (and Affine) for RNN and raises on the others"), fix["engine"])
+        if layer.clip is not None:
+            add(WRONG, f"clip={layer.clip:g} is ignored by onnx's ReferenceEvaluator", fix["engine"])
+        if layer.input_forget:
+            add(WRONG, "input_forget is ignored by onnx's ReferenceEvaluator", fix["engine"])
+        if rn.inputs.get("sequence_lens") is not None:
+            add(WRONG, "sequence_lens is ignored by onnx's ReferenceEvaluator (every sequence runs T steps)",
+                fix["engine"])
+    else:
+        from rnnconv.errors import UsageError
+
+        raise UsageError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    return out
+
+
+def findings(model, targets: Iterable[str] = TARGETS, label: Optional[str] = None) -> list[Finding]:
+    """Every finding for every recurrent node of `model` (a path, ModelProto or onnx_ir Model) and target."""
+    m = io.load(model)
+    name = label or (str(model) if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__") else "MODEL")
+    out = []
+    for rn in onnx_recurrent.find(m):
+        for t in targets:
+            out.extend(node_findings(rn, t, name))
+    return out
+
+
+def check(model, targets: Iterable[str] = TARGETS) -> dict:
+    """A JSON-ready report: the model, the targets, the number of recurrent nodes and every finding."""
+    targets = list(targets)
+    for t in targets:
+        if t not in TARGETS:
+            from rnnconv.errors import UsageError
+
+            raise UsageError(f"unknown target {t!r}; expected one of {', '.join(TARGETS)}")
+    m = io.load(model)
+    label = str(model) if isinstance(model, str) or hasattr(model, "__fspath__") else "MODEL"
+    nodes = onnx_recurrent.find(m)
+    found = [f for rn in nodes for t in targets for f in node_findings(rn, t, label)]
+    return {"model": label, "targets": targets, "recurrent_nodes": len(nodes), "ok": not found,
+            "findings": [f.as_dict() for f in found]}
+
+
+def lines(report: dict) -> list[str]:
+    out = []
+    for t in report["targets"]:
+        mine = [f for f in report["findings"] if f["target"] == t]
+        if not mine:
+            out.append(f"{t}: runs all {report['recurrent_nodes']} recurrent node(s) as the spec says")
+            continue
+        out.append(f"{t}: {len(mine)} finding(s)")
+        for f in mine:
+            out.append(f"  {f['node']} ({f['op']}-{f['version']}): {f['effect']}: {f['problem']}")
+            out.append(f"      fix: {f['fix']}")
+    return out
+
+
+def to_json(report: dict) -> str:
+    return json.dumps(report, indent=2)

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import sys
+
+import click
+
+from rnnconv.cli.options import json_option
+from rnnconv.errors import EXIT_VERIFY
+
+
+@click.command("check")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--target", "targets", multiple=True, required=True,
+              type=click.Choice(["onnxruntime", "openvino", "onnx-reference"]),
+              help="Runtime to check against (repeatable): onnxruntime, openvino (its ONNX import), or "
+                   "onnx-reference (onnx's ReferenceEvaluator).")
+@json_option
+def command(model, targets, as_json):
+    """List every recurrent node of MODEL that TARGET cannot run, or will run wrongly without saying so, each
+    with the rnnconv command that fixes it. Exit 1 when anything is found (for CI gates).
+
+    Example: rnnconv check fixtures/lstm7_peepholes.onnx --target openvino
+    """
+    from rnnconv import check
+
+    report = check.check(model, list(dict.fromkeys(targets)))
+    if as_json:
+        click.echo(check.to_json(report))
+    else:
+        for line in check.lines(report):
+            click.echo(line)
+        n = len(report["findings"])
+        click.echo(f"check: {n} finding(s)" if n else "check: nothing found")
+    if report["findings"]:
+        sys.exit(EXIT_VERIFY)  # click's non-standalone main swallows click's own Exit
