@@ -1,0 +1,129 @@
+"""Conversion wall time and peak RSS on generated LSTM models, as ratios against anchors measured in the same run.
+
+Anchors: `cp` of the same bytes (the physical floor), plain onnx.load + onnx.save (the floor for ONNX -> ONNX),
+onnx's version converter 14 -> 13 (where it works) and ov.convert_model + ov.save_model(compress_to_fp16=False)
+for to-openvino. Each figure is the median of --repeat runs, each run a fresh process (peak RSS from wait4).
+
+    python benchmarks/convert.py --sizes 256M,1G --repeat 3 [--workdir DIR] [--keep]
+
+Models are bidirectional LSTMs at opset 14 with external data; hidden size is chosen to reach each size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PY = sys.executable
+
+MAKE = r"""
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper
+H, path = int(sys.argv[1]), sys.argv[2]
+D = 2
+rng = np.random.default_rng(0)
+def w(name, shape):
+    return numpy_helper.from_array((rng.standard_normal(shape, dtype=np.float32) * 0.02), name)
+inits = [w("W", (D, 4 * H, H)), w("R", (D, 4 * H, H)), w("B", (D, 8 * H))]
+node = helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h", "Y_c"], hidden_size=H,
+                        direction="bidirectional", name="lstm")
+graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", 1, ["T", "N", H])],
+                          [helper.make_tensor_value_info("Y", 1, ["T", D, "N", H])], inits)
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+          location=path.rsplit("/", 1)[-1] + ".data", size_threshold=0)
+"""
+
+LOAD_SAVE = "import onnx,sys; onnx.save(onnx.load(sys.argv[1]), sys.argv[2], save_as_external_data=True, " \
+            "all_tensors_to_one_file=True, location=sys.argv[2].rsplit('/',1)[-1]+'.data')"
+CONVERTER = "import onnx,sys; from onnx import version_converter as v; m=v.convert_version(onnx.load(sys.argv[1]),13);" \
+            " onnx.save(m, sys.argv[2], save_as_external_data=True, location=sys.argv[2].rsplit('/',1)[-1]+'.data')"
+OPENVINO = "import openvino as ov,sys; ov.save_model(ov.convert_model(sys.argv[1]), sys.argv[2], compress_to_fp16=False)"
+
+SIZES = {"256M": 2048, "1G": 4096, "2.5G": 6400}  # hidden sizes: W and R of 2 directions = 64 H^2 bytes
+
+
+def measure(cmd: list[str]) -> tuple[float, float, int]:
+    """Wall seconds, peak RSS in MiB, exit code of one fresh process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss / 1024, proc.returncode
+
+
+def median_of(cmd, repeat, cleanup) -> tuple[float, float, bool]:
+    walls, rss, ok = [], [], True
+    for _ in range(repeat):
+        cleanup()
+        w, r, code = measure(cmd)
+        walls.append(w)
+        rss.append(r)
+        ok = ok and code == 0
+    return statistics.median(walls), statistics.median(rss), ok
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="256M", help="comma list of 256M, 1G, 2.5G")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the generated models")
+    args = ap.parse_args()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="rnnconv-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rnnconv = [PY, "-m", "rnnconv"]
+    print(f"{'model':>6} {'command':<34} {'wall s':>8} {'RSS MiB':>8} {'x cp':>6} {'x load+save':>11} {'RSS x size':>10}")
+    for size in args.sizes.split(","):
+        src = work / f"lstm{size}.onnx"
+        if not src.exists():
+            subprocess.run([PY, "-c", MAKE, str(SIZES[size]), str(src)], check=True)
+        nbytes = sum(p.stat().st_size for p in work.glob(f"lstm{size}.onnx*"))
+        out = work / "out"
+
+        def cleanup():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+
+        rows = {
+            "cp": ["cp", str(src), str(src) + ".data", str(out)],
+            "onnx.load + onnx.save": [PY, "-c", LOAD_SAVE, str(src), str(out / "m.onnx")],
+            "onnx version_converter 14->13": [PY, "-c", CONVERTER, str(src), str(out / "m.onnx")],
+            "upgrade --no-verify": [*rnnconv, "upgrade", str(src), "-o", str(out / "m.onnx"), "--no-verify"],
+            "downgrade 13 --no-verify": [*rnnconv, "downgrade", str(src), "-o", str(out / "m.onnx"), "--opset",
+                                         "13", "--no-verify"],
+            "layout --to 1 --no-verify": [*rnnconv, "layout", str(src), "-o", str(out / "m.onnx"), "--to", "1",
+                                          "--no-verify"],
+            "upgrade (verified)": [*rnnconv, "upgrade", str(src), "-o", str(out / "m.onnx")],
+            "ov.convert_model + save_model": [PY, "-c", OPENVINO, str(src), str(out / "m.xml")],
+            "to-openvino --no-verify": [*rnnconv, "to-openvino", str(src), "-o", str(out / "m.xml"),
+                                        "--no-verify"],
+        }
+        results = {name: median_of(cmd, args.repeat, cleanup) for name, cmd in rows.items()}
+        cp_wall = results["cp"][0]
+        ls_wall = results["onnx.load + onnx.save"][0]
+        for name, (wall, rss, ok) in results.items():
+            flag = "" if ok else "  (failed)"
+            print(f"{size:>6} {name:<34} {wall:8.2f} {rss:8.0f} {wall / cp_wall:6.1f} {wall / ls_wall:11.2f} "
+                  f"{rss * 2**20 / nbytes:10.2f}{flag}")
+        ov = results["ov.convert_model + save_model"]
+        ours = results["to-openvino --no-verify"]
+        if ov[2] and ours[2]:
+            print(f"{size:>6} to-openvino vs OpenVINO: wall {ours[0] / ov[0]:.2f}x, peak RSS {ours[1] / ov[1]:.2f}x")
+        if not args.keep:
+            for p in work.glob(f"lstm{size}.onnx*"):
+                p.unlink()
+    if not args.keep and args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
