@@ -2,13 +2,16 @@
 
 Run: python benchmarks/engine.py [--runs N] [--threads N]
 
-Both sides get the same number of threads (default 1: on a shared machine multi-threaded BLAS timings
-are mostly noise). Thread counts are read when numpy loads, hence the environment set-up first.
+Both sides get the same number of threads (default 1: on a shared machine multi-threaded timings are
+mostly noise); numpy reads thread counts when it loads, hence the environment is set first. The engine's
+time is mostly numpy's float32 GEMM: the header names the OpenBLAS kernels in use, which
+OPENBLAS_CORETYPE can change (e.g. SkylakeX on a CPU with AVX-512, where OpenBLAS may pick Haswell).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -18,11 +21,11 @@ THREADS = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.a
 for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[variable] = str(THREADS)
 
-import numpy as np
-import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
+import numpy as np  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from rnnconv.engine import KERNELS
+from rnnconv.engine import KERNELS  # noqa: E402
 
 SHAPES = ((100, 32, 256, 256), (50, 64, 1024, 1024))  # (seq, batch, input, hidden)
 GATES = {"GRU": 3, "LSTM": 4}
@@ -56,14 +59,36 @@ def ort_session(kind, direction, X, weights, H):
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def median_ms(fn, runs):
-    fn()  # warm-up
-    times = []
+def median_ms(fns, runs):
+    """Median wall and CPU milliseconds of each function, runs interleaved so load changes hit all alike.
+
+    With one thread the CPU time is what the code itself used, the steadier figure on a shared machine.
+    """
+    wall, cpu = [[] for _ in fns], [[] for _ in fns]
+    for fn in fns:
+        fn()  # warm-up
     for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+        for k, fn in enumerate(fns):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            fn()
+            wall[k].append((time.perf_counter() - start) * 1e3)
+            cpu[k].append((time.process_time() - start_cpu) * 1e3)
+    return [statistics.median(t) for t in wall], [statistics.median(t) for t in cpu]
+
+
+def blas_core():
+    """The kernel family numpy's OpenBLAS picked (OPENBLAS_CORETYPE overrides it), or '?'."""
+    import ctypes
+    import glob
+
+    libs = glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*"))
+    for lib in libs:
+        for symbol in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename"):
+            function = getattr(ctypes.CDLL(lib), symbol, None)
+            if function is not None:
+                function.restype = ctypes.c_char_p
+                return function().decode()
+    return "?"
 
 
 def main():
@@ -72,21 +97,24 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="threads for numpy's BLAS and onnxruntime")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    print(f"threads: {THREADS}, numpy {np.__version__}, onnxruntime {ort.__version__}")
-    print(f"{'op':5} {'direction':14} {'seq,batch,in,hid':18} {'engine ms':>10} {'ort ms':>10} {'ratio':>7} {'max |diff|':>10}")
+    print(f"threads: {THREADS}, numpy {np.__version__} (OpenBLAS kernels: {blas_core()}),"
+          f" onnxruntime {ort.__version__}, median of {args.runs} interleaved runs")
+    header = ("op", "direction", "seq,batch,in,hid", "engine ms", "ort ms", "ratio", "cpu ratio", "max |diff|")
+    print("{:5} {:14} {:18} {:>10} {:>10} {:>7} {:>9} {:>10}".format(*header))
     for shape in SHAPES:
         T, N, I, H = shape
         for kind in ("LSTM", "GRU"):
             for direction in ("forward", "bidirectional"):
                 X, weights = layer(kind, direction, T, N, I, H, rng)
                 session = ort_session(kind, direction, X, weights, H)
-                kernel = KERNELS[kind]
-                engine = lambda: kernel(X, **weights, hidden_size=H, direction=direction, dtype=np.float32)  # noqa: E731
-                onnxrt = lambda: session.run(None, {"X": X})  # noqa: E731
-                e_ms, o_ms = median_ms(engine, args.runs), median_ms(onnxrt, args.runs)
+                engine = functools.partial(
+                    KERNELS[kind], X, **weights, hidden_size=H, direction=direction, dtype=np.float32
+                )
+                onnxrt = functools.partial(session.run, None, {"X": X})
+                (e_ms, o_ms), (e_cpu, o_cpu) = median_ms([engine, onnxrt], args.runs)
                 diff = float(np.abs(engine()[0] - onnxrt()[0]).max())
                 print(f"{kind:5} {direction:14} {','.join(map(str, shape)):18} {e_ms:10.1f} {o_ms:10.1f}"
-                      f" {e_ms / o_ms:7.2f} {diff:10.1e}")
+                      f" {e_ms / o_ms:7.2f} {e_cpu / o_cpu:9.2f} {diff:10.1e}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ _API = {
     "upgrade": "rnnconv.opset",
     "downgrade": "rnnconv.opset",
     "inspect": "rnnconv.inspection",
+    "convert_layout": "rnnconv.layout",
 }
 
 __all__ = [*_API, "__version__"]

@@ -13,11 +13,15 @@ import numpy as np
 
 from rnnconv.errors import BadInput
 
-# Which parameters each function takes, with its default: None = takes no such parameter.
-# The RNN pages say "Default values are the same as of corresponding ONNX operators", which
-# settles LeakyRelu, HardSigmoid and Elu (onnxruntime agrees). Affine and ScaledTanh have no ONNX
-# operator any more and ThresholdedRelu had no default when these ops were written (ThresholdedRelu-10
-# later chose 1.0): for these three we use onnxruntime's 0.0, and writers always spell them out.
+# How alpha/beta are read, measured on onnxruntime 1.31 (RNN, GRU, LSTM kernels) and held to the spec:
+# - the lists are streams handed out in activation order, a value going only to a function that takes
+#   that parameter ("consumed in the order of activation functions"); functions past the end of a list
+#   take their default. Values nobody consumes are refused unless a positional reading agrees.
+# - defaults "are the same as of corresponding ONNX operators": LeakyRelu 0.01, HardSigmoid 0.2/0.5,
+#   Elu 1.0, as onnxruntime. Affine and ScaledTanh have no ONNX operator any more and ThresholdedRelu
+#   had no default when these ops were written (ThresholdedRelu-10 later chose 1.0): for these three
+#   onnxruntime's 0.0, and writers always spell their values out.
+# PARAMS: name -> (alpha default, beta default), None where the function takes no such parameter.
 PARAMS: dict[str, tuple[Optional[float], Optional[float]]] = {
     "Relu": (None, None),
     "Tanh": (None, None),
@@ -53,7 +57,8 @@ def spec_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class Activation:
-    """One activation function with its alpha/beta; a parameter the function does not take is None."""
+    """One activation function. alpha/beta left None take the function's default; a parameter the
+    function does not take stays None (giving one is an error)."""
 
     name: str
     alpha: Optional[float] = None
@@ -79,12 +84,7 @@ def _num_funcs(kind: str) -> int:
 
 
 def _consume(values: Optional[Sequence[float]], names: list[str], slot: int, param: str) -> list[Optional[float]]:
-    """Hand out `values` in order to the functions that take the parameter (slot 0 alpha, 1 beta).
-
-    onnxruntime reads the list as a stream: only functions that take the parameter consume a value, and
-    ones left without a value get the default. A positional reading (value k to function k) is also
-    possible from the spec text, so a list with values left over is refused unless both readings agree.
-    """
+    """Hand out `values` to the functions that take the parameter (slot 0 alpha, 1 beta), see PARAMS."""
     values = [] if values is None else [_f32(v) for v in values]
     takers = [k for k, name in enumerate(names) if PARAMS[name][slot] is not None]
     out: list[Optional[float]] = [None] * len(names)

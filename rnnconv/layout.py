@@ -9,12 +9,14 @@ Transpose on the X -> Y path.
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Optional, Sequence
 
 import onnx_ir as ir
 
 from rnnconv import convert, io, opset as opset_cmd
+from rnnconv import verify as verify_mod
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.errors import Unsupported, UsageError
 from rnnconv.passes import layout as layout_pass
@@ -58,9 +60,9 @@ def convert_layout(source, output=None, *, to: int, nodes: Optional[Sequence[str
     """
     if to not in (0, 1):
         raise UsageError(f"--to {to}: layout must be 0 (sequence-major) or 1 (batch-major)")
-    if output is not None and not isinstance(source, ir.Model):
+    if output is not None and isinstance(source, (str, os.PathLike)):
         io.guard_output(Path(output), force=force, inputs=(source,))
-    model = source if isinstance(source, ir.Model) else io.load(source)
+    model = source if isinstance(source, ir.Model) else io.load(source)  # the checker speaks first, as elsewhere
     current = onnx_recurrent.default_opset(model)
     target = current if opset is None else opset
     if to == 1 and target < LAYOUT_SINCE:
@@ -70,23 +72,27 @@ def convert_layout(source, output=None, *, to: int, nodes: Optional[Sequence[str
                           f"{target}: {how}")
     _selected(model, nodes)  # unknown node names fail before any work
     common = dict(verify=verify, atol=atol, rtol=rtol, seed=seed)
-    steps = []
+    steps = []  # (result, whether it is an opset step)
     if target > current:  # upgrade first, so the nodes can hold `layout`
-        steps.append(opset_cmd.convert_opset(model, None, opset=target, command="upgrade", **common))
-        model = steps[-1].model
+        steps.append((opset_cmd.convert_opset(source, None, opset=target, command="upgrade", **common), True))
+        source = steps[-1][0].model
     created: list = []
-    result = convert.rewrite_model(
-        model, None if target < current else output, command="layout",
-        plan=functools.partial(_plan, to, nodes, created), graph_pass=functools.partial(_fold, created), verify_mode=verify, atol=atol, rtol=rtol,
-        seed=seed, force=force)
-    if target < current:  # layout 0 first, then down (downgrade itself can only take layout 1 to 0)
-        steps.append(result)
-        result = opset_cmd.convert_opset(result.model, output, opset=target, command="downgrade", force=force,
-                                         **common)
-    for step in reversed(steps):
-        result.report.rewrites[:0] = step.report.rewrites
-        result.report.checks[:0] = step.report.checks
-    result.report.command = "layout"
+    steps.append((convert.rewrite_model(
+        source, None if target < current else output, command="layout",
+        plan=functools.partial(_plan, to, nodes, created), graph_pass=functools.partial(_fold, created),
+        verify_mode=verify, atol=atol, rtol=rtol, seed=seed, force=force), False))
+    if target < current:  # layout first, then down (downgrade itself only ever takes layout 1 to 0)
+        steps.append((opset_cmd.convert_opset(steps[-1][0].model, output, opset=target, command="downgrade",
+                                              force=force, **common), True))
+    result = steps[-1][0]
+    report = verify_mod.Report("layout", verified=verify, output=result.report.output)
+    for step, is_opset in steps:  # one report; the opset step's checks carry its name
+        for check in step.report.checks:
+            if is_opset:
+                check.subject = f"{step.report.command}: {check.subject}"
+            report.checks.append(check)
+        report.rewrites.extend(step.report.rewrites)
+    result.report = report
     return result
 
 

@@ -30,6 +30,14 @@ def _cases():
 CASES = _cases()
 
 
+def _decoded(value):
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode() for v in value]
+    return value
+
+
 def test_found_every_case():
     assert len(CASES) == EXPECTED_CASES, [c.name for c in CASES]
 
@@ -37,17 +45,11 @@ def test_found_every_case():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_backend_case(case):
     (node,) = case.model.graph.node
-    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    for key in ("direction",):
-        if key in attributes:
-            attributes[key] = attributes[key].decode()
-    for key in ("activations",):
-        if key in attributes:
-            attributes[key] = [s.decode() for s in attributes[key]]
+    attributes = {a.name: _decoded(helper.get_attribute_value(a)) for a in node.attribute}
     graph_inputs = [i.name for i in case.model.graph.input]
     assert len(case.data_sets) >= 1
     for inputs, outputs in case.data_sets:
-        feeds = dict(zip(graph_inputs, (numpy_helper.to_array(t) if not isinstance(t, np.ndarray) else t for t in inputs)))
+        feeds = dict(zip(graph_inputs, (t if isinstance(t, np.ndarray) else numpy_helper.to_array(t) for t in inputs)))
         args = {INPUTS[k]: feeds[name] for k, name in enumerate(node.input) if name}
         got = KERNELS[node.op_type](**args, **attributes)
         produced = [(name, value) for name, value in zip(node.output, got) if name]

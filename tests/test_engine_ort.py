@@ -1,7 +1,7 @@
 """The engine agrees with onnxruntime on random RNN, GRU and LSTM configurations.
 
 onnxruntime runs layout 0 at opset >= 7 only: for layout 1 and for versions below 7 it runs an
-equivalent layout-0, version-14 node built here, on inputs transposed here.
+equivalent layout-0 node (version 7 for those below) built here, on inputs transposed here.
 """
 
 from __future__ import annotations
@@ -80,6 +80,8 @@ def configurations(draw, kind):
     if draw(st.booleans()):
         feeds["initial_h"] = normal(D, N, H)
     attributes = {"hidden_size": H, **draw(activation_attributes(kind, D))}
+    if kind == "RNN" and D == 1 and "activations" not in attributes and draw(st.booleans()):
+        attributes["activations"] = ["Tanh", "Tanh"]  # the schema's default, spelled out
     if direction != "forward" or draw(st.booleans()):
         attributes["direction"] = direction
     if draw(st.booleans()):
@@ -114,14 +116,17 @@ def batch_major(feeds):
 def check(kind, version, layout, feeds, attributes, expected=None):
     """The engine on (version, layout) against onnxruntime on the layout-0 equivalent (or `expected`)."""
     if expected is None:
-        expected = ort_run(kind, version if version >= 7 else 14, feeds, attributes)
+        expected = ort_run(kind, max(version, 7), feeds, attributes)
     engine_attributes = dict(attributes)
     engine_feeds = feeds
     if version < 7:
         engine_attributes["output_sequence"] = 1
+    if kind == "GRU" and version == 1 and attributes.get("direction", "forward") == "forward":
+        engine_attributes["direction"] = "foward"  # GRU-1's schema default, misspelled there
     if "activations" in attributes:
         # The engine matches names in any case (onnxruntime's RNN kernel does not).
-        engine_attributes["activations"] = [n.upper() if k % 3 == 1 else n for k, n in enumerate(attributes["activations"])]
+        names = attributes["activations"]
+        engine_attributes["activations"] = [n.upper() if k % 3 == 1 else n for k, n in enumerate(names)]
     if layout == 1:
         engine_attributes["layout"] = 1
         engine_feeds = batch_major(feeds)
@@ -145,10 +150,37 @@ COMMON = settings(max_examples=150, deadline=None, suppress_health_check=[Health
 @given(data=st.data())
 def test_agrees_with_onnxruntime(kind, data):
     version, layout, feeds, attributes = data.draw(configurations(kind))
-    expected = ort_run(kind, version if version >= 7 else 14, feeds, attributes)
+    expected = ort_run(kind, max(version, 7), feeds, attributes)
     # Gates past 1 (Affine, Softplus as f) can grow the cell state until float32 overflows: no comparison there.
     assume(all(np.isfinite(e).all() and np.abs(e).max(initial=0) < 1e6 for e in expected))
     check(kind, version, layout, feeds, attributes, expected)
+
+
+def lstm_feeds(seed, T=5, N=3, I=2, H=4, D=1, scale=1.0):
+    rng = np.random.default_rng(seed)
+    normal = lambda *shape: (scale * rng.standard_normal(shape)).astype(np.float32)  # noqa: E731
+    return {"X": normal(T, N, I), "W": normal(D, 4 * H, I), "R": normal(D, 4 * H, H), "B": normal(D, 8 * H),
+            "initial_h": normal(D, N, H), "initial_c": normal(D, N, H)}
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_empty_sequences_end_in_zero_states(direction):
+    # A sequence of length 0 outputs no step: onnxruntime gives Y_h = Y_c = 0, not the initial state.
+    feeds = lstm_feeds(4, D=2 if direction == "bidirectional" else 1)
+    feeds["sequence_lens"] = np.array([0, 5, 2], np.int32)
+    check("LSTM", 14, 0, feeds, {"hidden_size": 4, "direction": direction})
+    _, Y_h, Y_c = KERNELS["LSTM"](**feeds, hidden_size=4, direction=direction)
+    assert not Y_h[:, 0].any() and not Y_c[:, 0].any()
+
+
+def test_clip_bounds_gate_inputs_not_the_cell():
+    # clip applies "to the input of activations"; onnxruntime clips the inputs of f and g but not Ct
+    # before h. With h = Affine(1, 0) and |Ct| > clip, clipping Ct would show.
+    feeds = lstm_feeds(5, scale=2.0)
+    attributes = {"hidden_size": 4, "clip": 0.5, "activations": ["Sigmoid", "Tanh", "Affine"],
+                  "activation_alpha": [1.0], "activation_beta": [0.0]}
+    check("LSTM", 14, 0, feeds, attributes)
+    assert np.abs(KERNELS["LSTM"](**feeds, **attributes)[2]).max() > 0.5
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
@@ -202,7 +234,7 @@ def test_alpha_beta_are_consumed_by_functions_that_take_them():
 def test_to_attributes_inverts_resolve(data):
     kind = data.draw(st.sampled_from(sorted(NUM_FUNCS)))
     D = data.draw(st.sampled_from((1, 2)))
-    per_direction = resolve(kind, D, **{k: v for k, v in data.draw(activation_attributes(kind, D)).items()})
+    per_direction = resolve(kind, D, **data.draw(activation_attributes(kind, D)))
     assert resolve(kind, D, *to_attributes(kind, per_direction)) == per_direction
 
 
@@ -244,8 +276,8 @@ def test_refuses_what_onnxruntime_refuses(kind, attributes, message):
 
 
 def test_refuses_what_onnxruntime_truncates():
-    # onnxruntime runs a forward RNN with two activations on the first; only the schema default's
-    # ("Tanh", "Tanh") is read that way here, anything else is refused.
+    # onnxruntime runs a forward RNN with two activations on the first. The schema default is
+    # ("Tanh", "Tanh"), so two equal names are read that way here; two different ones are refused.
     with pytest.raises(BadInput, match="needs 1 activations"):
         resolve("RNN", 1, ["Relu", "Tanh"])
     assert resolve("RNN", 1, ["Relu", "relu"]) == [(Activation("Relu"),)]

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
 import sys
+import warnings
 
 import click
 
 from rnnconv import __version__
-from rnnconv.errors import EXIT_CODES_HELP, RnnconvError
+from rnnconv.errors import EXIT_CODES_HELP, EXIT_IO, RnnconvError, RnnconvWarning
 
 # Each entry is a module in rnnconv/cli/ defining `command`; adding a command is one line here.
-COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "to_openvino", "verify", "check"]
+COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "to_openvino", "from_openvino", "verify", "check"]
 
 EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130  # as a shell reports SIGINT
 
 
-@click.group(epilog=EXIT_CODES_HELP + f" {EXIT_INTERNAL} internal error (a bug: please report it with --debug).")
+@click.group(epilog=EXIT_CODES_HELP + f" {EXIT_INTERNAL} internal error (a bug: please report it with --debug), "
+                                      f"{EXIT_INTERRUPTED} interrupted.")
 @click.version_option(__version__, prog_name="rnnconv")
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
 @click.pass_context
@@ -30,26 +35,82 @@ for _name in COMMANDS:
 
 
 def main(argv=None) -> None:
-    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    """Run the CLI: every failure is one line on stderr and an exit code (rnnconv.errors); never a traceback
+    unless --debug. Warnings rnnconv raises (RnnconvWarning) are one line each, once; library warnings and log
+    records (numpy's RuntimeWarning on NaN weights, onnx_ir's shape inference) are silenced unless --debug."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in args
+    with warnings.catch_warnings(), _quiet_logging(debug):
+        if not debug:
+            warnings.simplefilter("ignore")
+        warnings.simplefilter("always", RnnconvWarning)
+        warnings.showwarning = _one_line_warning(set())
+        code = _run(args, debug)
+    sys.exit(code)
+
+
+def _run(args, debug: bool) -> int:
     try:
-        cli.main(args=argv, prog_name="rnnconv", standalone_mode=False)
+        cli.main(args=args, prog_name="rnnconv", standalone_mode=False)
     except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.Abort:
-        click.echo("rnnconv: aborted", err=True)
-        sys.exit(EXIT_INTERNAL)
+        return e.exit_code
+    except click.Abort:  # click turns Ctrl-C (KeyboardInterrupt) into Abort
+        click.echo("rnnconv: interrupted (nothing written)", err=True)
+        return EXIT_INTERRUPTED
     except click.ClickException as e:
         e.show()
-        sys.exit(e.exit_code)
+        return e.exit_code
     except RnnconvError as e:
         if debug:
             raise
-        click.echo(f"rnnconv: error: {e}", err=True)
-        sys.exit(e.exit_code)
+        click.echo(f"rnnconv: error: {_one_line(e)}", err=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        click.echo("rnnconv: interrupted (nothing written)", err=True)
+        return EXIT_INTERRUPTED
+    except MemoryError as e:  # a resource limit, not a bug: say how much was asked for
+        if debug:
+            raise
+        click.echo(f"rnnconv: error: out of memory ({_one_line(e) or 'MemoryError'}); nothing written", err=True)
+        return EXIT_IO
+    except SystemExit as e:  # a command's own sys.exit (verify, check: exit 1)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except Exception as e:  # a bug: still one line unless --debug
         if debug:
             raise
-        click.echo(f"rnnconv: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
-                   err=True)
-        sys.exit(EXIT_INTERNAL)
-    sys.exit(0)
+        click.echo(f"rnnconv: internal error: {type(e).__name__}: {_one_line(e)} (rerun with --debug for the "
+                   f"traceback)", err=True)
+        return EXIT_INTERNAL
+    return 0
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def _one_line_warning(seen: set):
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = _one_line(message if isinstance(message, Warning) else Warning(message))
+        if text in seen:
+            return
+        seen.add(text)
+        label = "warning" if issubclass(category, RnnconvWarning) else f"warning ({category.__name__})"
+        click.echo(f"rnnconv: {label}: {text}", err=True)
+
+    return show
+
+
+@contextlib.contextmanager
+def _quiet_logging(debug: bool):
+    """Libraries log to stderr through logging's last-resort handler (multi-line, with tracebacks)."""
+    if debug:
+        yield
+        return
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(previous)

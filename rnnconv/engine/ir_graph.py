@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Union
 
 import numpy as np
 
-from rnnconv.dialects.openvino import gates as ov_gates
+from rnnconv.dialects.openvino import gates as ov_gates  # activations only: see _SPEC_ORDER
 from rnnconv.dialects.openvino import ir as ovir
 from rnnconv.errors import BadInput, Unsupported
 
@@ -40,8 +40,7 @@ def run_ir(graph: Union[ovir.IRGraph, str, os.PathLike], feeds: Mapping[str, np.
     if not isinstance(graph, ovir.IRGraph):
         graph = ovir.read(Path(graph))
     fdt = np.dtype(PRECISIONS[precision])
-    values = _execute(graph, feeds, fdt, keep)
-    return values
+    return _execute(graph, feeds, fdt, keep)[0]
 
 
 def _float(x, fdt):
@@ -49,7 +48,8 @@ def _float(x, fdt):
     return x.astype(fdt) if x.dtype.kind == "f" else x
 
 
-def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None = None) -> dict[str, np.ndarray]:
+def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None = None):
+    """(values by tensor name, values by (layer id, port id)); `inner` feeds a body's Parameters by layer id."""
     producers = graph.producers()
     computed: dict[tuple[int, int], np.ndarray] = {}
     outputs: dict[str, np.ndarray] = {}
@@ -77,6 +77,8 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
             src = producers[(layer.id, 0)]
             port = ovir._port(graph.by_id()[src[0]].outputs, src[1])
             name = port.names[0] if port is not None and port.names else layer.name
+            if "output_names" in layer.element_attrs:
+                name = ovir._split_names(layer.element_attrs["output_names"])[0]
             outputs[name] = args[0]
             computed[(layer.id, -1)] = args[0]
             continue
@@ -92,9 +94,7 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
             if keep:
                 for n in port.names:
                     outputs.setdefault(n, value)
-    if inner is not None:
-        return {"__computed__": computed, **outputs}
-    return outputs
+    return outputs, computed
 
 
 def _flag(layer, key, default=False):
@@ -327,6 +327,22 @@ def _reduce(layer, a, fdt):
 
 
 # -- recurrent ---------------------------------------------------------------------------------------------
+# Gate order and bias layout restated from the OpenVINO spec pages on purpose, not imported from the writer's
+# dialect table: a wrong table must make the writer and this interpreter disagree, or verification proves nothing.
+_SPEC_ORDER = {"LSTM": ("f", "i", "c", "o"), "GRU": ("z", "r", "h"), "RNN": ("i",)}
+
+
+def _split_spec(kind, W, R, B, lbr):
+    """W [G*H,I], R [G*H,H], B [G*H] (GRU lbr: [4H] = Wbz+Rbz, Wbr+Rbr, Wbh, Rbh) -> gate dicts W, R, Wb, Rb."""
+    order = _SPEC_ORDER[kind]
+    Wd = dict(zip(order, np.split(W, len(order))))
+    Rd = dict(zip(order, np.split(R, len(order))))
+    if kind == "GRU" and lbr:
+        bz, br, wbh, rbh = np.split(B, 4)
+        return Wd, Rd, {"z": bz, "r": br, "h": wbh}, {"h": rbh}
+    return Wd, Rd, dict(zip(order, np.split(B, len(order)))), {}
+
+
 @kernel("LSTMSequence", "GRUSequence", "RNNSequence")
 def _sequence(layer, a, fdt):
     """LSTMSequence-5, GRUSequence-5, RNNSequence-5 (OpenVINO spec pages of the same names).
@@ -354,7 +370,7 @@ def _sequence(layer, a, fdt):
     ys, hs, cs = [], [], []
     reverse_flags = [direction == "reverse"] if direction != "bidirectional" else [False, True]
     for d, reverse in enumerate(reverse_flags):
-        Wd, Rd, Wb, Rb = ov_gates.split_direction(kind, W[d], R[d], B[d], lbr)
+        Wd, Rd, Wb, Rb = _split_spec(kind, W[d], R[d], B[d], lbr)
         Y, Yh, Yc = run_direction(
             kind, Xt, Wd, Rd, Wb, Rb, {}, acts, clip=clip if clip > 0 else None, linear_before_reset=lbr,
             input_forget=False, sequence_lens=lens, initial_h=H0[:, d], initial_c=None if C0 is None else C0[:, d],
@@ -397,7 +413,7 @@ def _tensor_iterator(layer, args, fdt):
             index = [slice(None)] * value.ndim
             index[ax] = slice(i * size, (i + 1) * size)
             feed[lid] = value[tuple(index)]
-        computed = _execute(body, {}, fdt, inner=feed)["__computed__"]
+        computed = _execute(body, {}, fdt, inner=feed)[1]
         results = {res.id: computed[(res.id, -1)] for res in body.results()}
         for lid in collected:
             collected[lid].append(results[lid])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnconv.engine.recurrence import run_onnx
+from rnnconv.engine.recurrence import run_onnx_node
 
 
 def gru(
@@ -34,7 +34,7 @@ def gru(
     if direction == "foward":
         # GRU-1's schema default is spelled this way; it means forward.
         direction = "forward"
-    Y, Y_h, _ = run_onnx(
+    Y, Y_h, _ = run_onnx_node(
         "GRU", X, W, R, B, sequence_lens, initial_h,
         hidden_size=hidden_size, direction=direction, activations=activations,
         activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,

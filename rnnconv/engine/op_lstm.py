@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnconv.engine.recurrence import run_onnx
+from rnnconv.engine.recurrence import run_onnx_node
 
 
 def lstm(
@@ -32,7 +32,7 @@ def lstm(
 ):
     """(Y, Y_h, Y_c) in X's dtype, computed in `dtype`. `output_sequence` (version 1) only says whether Y
     is an output: Y is always returned and the caller drops it."""
-    return run_onnx(
+    return run_onnx_node(
         "LSTM", X, W, R, B, sequence_lens, initial_h, initial_c, P,
         hidden_size=hidden_size, direction=direction, activations=activations,
         activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnconv.engine.recurrence import run_onnx
+from rnnconv.engine.recurrence import run_onnx_node
 
 
 def rnn(
@@ -25,7 +25,7 @@ def rnn(
 ):
     """(Y, Y_h) in X's dtype, computed in `dtype`. `output_sequence` (version 1) only says whether Y is
     an output: Y is always returned and the caller drops it."""
-    Y, Y_h, _ = run_onnx(
+    Y, Y_h, _ = run_onnx_node(
         "RNN", X, W, R, B, sequence_lens, initial_h,
         hidden_size=hidden_size, direction=direction, activations=activations,
         activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip, layout=layout, dtype=dtype,

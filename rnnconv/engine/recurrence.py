@@ -1,8 +1,10 @@
-"""The RNN, GRU and LSTM recurrences of the ONNX spec, in gate-name terms, one direction at a time.
+"""The RNN, GRU and LSTM recurrences of the ONNX spec, in gate-name terms.
 
-Weights come as dicts gate name -> array (LSTM i, o, f, c; GRU z, r, h; RNN i), so gate order is the
-caller's business (ONNX kernels here, the OpenVINO IR interpreter). The input projection of all time
-steps is one matrix product; only the recurrence loops, on preallocated buffers in `dtype`.
+run_direction: one direction, weights as dicts gate name -> array (LSTM i, o, f, c; GRU z, r, h; RNN i),
+so gate order stays the caller's business (the ONNX kernels, the OpenVINO IR interpreter). run_layer:
+every direction. run_onnx_node: one ONNX node on the tensors as the spec stacks them (op_rnn, op_gru,
+op_lstm). The input projection of all steps is one matrix product; only the recurrence loops, on
+preallocated buffers in `dtype`.
 """
 
 from __future__ import annotations
@@ -39,12 +41,14 @@ def run_direction(
     initial_c: Optional[np.ndarray] = None,
     reverse: bool = False,
     dtype=np.float64,
+    Y: Optional[np.ndarray] = None,
 ):
     """One direction of a layer: X [T, N, I] -> (Y [T, N, H], Y_h [N, H], Y_c [N, H] or None).
 
     W[g] [H, I], R[g] [H, H], Wb[g] / Rb[g] / P[g] [H]; an empty or None dict means zeros (P: no peepholes).
     sequence_lens [N]: steps past a sequence's end give zeros in Y and leave the state alone, so Y_h / Y_c
     come from each sequence's last valid step and a reverse pass starts at each sequence's own end.
+    Y may be given as a zero-filled [T, N, H] buffer of `dtype` (a view into a layer's output).
     """
     dt = np.dtype(dtype)
     gates = _PACKING[kind]
@@ -67,14 +71,18 @@ def run_direction(
     c_prev = None
     if kind == "LSTM":
         c_prev = np.zeros((N, H), dt) if initial_c is None else np.array(initial_c, dt)
-    Y = np.zeros((T, N, H), dt)
+    Y = np.zeros((T, N, H), dt) if Y is None else Y
 
     lens = None if sequence_lens is None else np.asarray(sequence_lens).reshape(N)
     if lens is not None and np.all(lens >= T):
         lens = None
-    step = _LOOPS[kind](R, vec(Rb, "h") if lbr else None, P, activations, clip, lbr, bool(input_forget), N, H, dt)
+    step = _LOOPS[kind](
+        R=R, Rbh=vec(Rb, "h") if lbr else None, P=P, activations=activations, clip=clip,
+        linear_before_reset=lbr, input_forget=bool(input_forget), N=N, H=H, dt=dt,
+    )
+    shortest = T if lens is None else int(lens.min())
     for t in range(T - 1, -1, -1) if reverse else range(T):
-        active = None if lens is None or t < lens.min() else (t < lens)[:, None]
+        active = None if t < shortest else (t < lens)[:, None]
         out = Y[t] if active is None else np.empty((N, H), dt)
         c = step(XW[t], h_prev, c_prev, out)
         if active is None:
@@ -85,7 +93,7 @@ def run_direction(
             c_prev = None if c is None else np.where(active, c, c_prev)
     Y_h, Y_c = np.array(h_prev), None if c_prev is None else np.array(c_prev)
     if sequence_lens is not None:
-        # No step of an empty sequence is output: onnxruntime gives zeros, not the initial state.
+        # An empty sequence outputs no step: onnxruntime and OpenVINO both give zeros, not the initial state.
         empty = np.asarray(sequence_lens).reshape(N) == 0
         Y_h[empty] = 0
         if Y_c is not None:
@@ -93,21 +101,20 @@ def run_direction(
     return Y, Y_h, Y_c
 
 
-# clip bounds the inputs of f and g (gate pre-activations); Ct itself and the input of h(Ct) are not
-# clipped, as in onnxruntime (measured: an LSTM with |Ct| > clip and h = Affine matches it to 5e-7).
+# clip bounds the inputs of f and g; neither Ct nor the input of h(Ct) is clipped, as in onnxruntime.
 def _clip(x, clip):
     if clip is not None:
         np.clip(x, -clip, clip, out=x)
 
 
-def _rnn_loop(R, Rbh, P, activations, clip, lbr, input_forget, N, H, dt):
+def _rnn_loop(R, activations, clip, N, H, dt, **_):
     (f,) = activations
     Rt = np.ascontiguousarray(np.asarray(R["i"], dt).T)
 
     def step(xw, h_prev, c_prev, out):
         # Ht = f(Xt*(Wi^T) + Ht-1*(Ri^T) + Wbi + Rbi)
         np.matmul(h_prev, Rt, out=out)
-        out += xw
+        np.add(out, xw, out=out)
         _clip(out, clip)
         apply(f, out, out=out)
         return None
@@ -115,24 +122,23 @@ def _rnn_loop(R, Rbh, P, activations, clip, lbr, input_forget, N, H, dt):
     return step
 
 
-def _gru_loop(R, Rbh, P, activations, clip, lbr, input_forget, N, H, dt):
+def _gru_loop(R, Rbh, activations, clip, linear_before_reset, N, H, dt, **_):
     f, g = activations
-    # linear_before_reset needs Ht-1*(Rh^T) before rt is known: one product for all three gates.
-    Rt = np.ascontiguousarray(np.concatenate([np.asarray(R[k], dt) for k in ("z", "r", "h")] if lbr else
-                                             [np.asarray(R[k], dt) for k in ("z", "r")]).T)
-    Rht = None if lbr else np.ascontiguousarray(np.asarray(R["h"], dt).T)
-    gates = np.empty((N, 3 * H if lbr else 2 * H), dt)
-    ht = np.empty((N, H), dt)
-    tmp = np.empty((N, H), dt)
+    # linear_before_reset needs Ht-1*(Rh^T) before rt is known: then one product covers all three gates.
+    product_gates = ("z", "r", "h") if linear_before_reset else ("z", "r")
+    Rt = np.ascontiguousarray(np.concatenate([np.asarray(R[k], dt) for k in product_gates]).T)
+    Rht = np.ascontiguousarray(np.asarray(R["h"], dt).T)
+    gates = np.empty((N, len(product_gates) * H), dt)
+    zr, zt, rt = gates[:, : 2 * H], gates[:, :H], gates[:, H : 2 * H]
+    ht, tmp = np.empty((N, H), dt), np.empty((N, H), dt)
 
     def step(xw, h_prev, c_prev, out):
+        # zt = f(Xt*(Wz^T) + Ht-1*(Rz^T) + Wbz + Rbz), rt likewise
         np.matmul(h_prev, Rt, out=gates)
-        zr = gates[:, : 2 * H]
-        zr += xw[:, : 2 * H]
+        np.add(zr, xw[:, : 2 * H], out=zr)
         _clip(zr, clip)
         apply(f, zr, out=zr)
-        zt, rt = zr[:, :H], zr[:, H:]
-        if lbr:
+        if linear_before_reset:
             # ht = g(Xt*(Wh^T) + (rt (.) (Ht-1*(Rh^T) + Rbh)) + Wbh)
             np.add(gates[:, 2 * H :], Rbh, out=ht)
             np.multiply(ht, rt, out=ht)
@@ -153,43 +159,43 @@ def _gru_loop(R, Rbh, P, activations, clip, lbr, input_forget, N, H, dt):
     return step
 
 
-def _lstm_loop(R, Rbh, P, activations, clip, lbr, input_forget, N, H, dt):
+def _lstm_loop(R, P, activations, clip, input_forget, N, H, dt, **_):
     f, g, h = activations
     Rt = np.ascontiguousarray(np.concatenate([np.asarray(R[k], dt) for k in _PACKING["LSTM"]]).T)
-    peep = {k: np.asarray(P[k], dt) for k in ("i", "o", "f")} if P else None
+    Pi, Po, Pf = (np.asarray(P[k], dt) for k in ("i", "o", "f")) if P else (None, None, None)
     gates = np.empty((N, 4 * H), dt)
+    it, ft, ot, ct = (gates[:, k * H : (k + 1) * H] for k in range(4))
+    # With peepholes ot waits for Ct, so f runs on it and ft only at first.
+    f_first = gates[:, : 2 * H] if P else gates[:, : 3 * H]
     tmp = np.empty((N, H), dt)
-    buffers = [np.empty((N, H), dt), np.empty((N, H), dt)]
+    cells = (np.empty((N, H), dt), np.empty((N, H), dt))
 
     def step(xw, h_prev, c_prev, out):
         np.matmul(h_prev, Rt, out=gates)
         np.add(gates, xw, out=gates)
-        it, ft, ot, ct = (gates[:, k * H : (k + 1) * H] for k in range(4))
-        if peep is not None:
-            # it, ft see Pi, Pf (.) Ct-1 now; ot sees Po (.) Ct once Ct is known.
-            it += np.multiply(peep["i"], c_prev, out=tmp)
-            ft += np.multiply(peep["f"], c_prev, out=tmp)
-            ifo = gates[:, : 2 * H]
-        else:
-            ifo = gates[:, : 3 * H]
-        _clip(ifo, clip)
-        apply(f, ifo, out=ifo)
+        if P:
+            # it = f(... + Pi (.) Ct-1 ...), ft = f(... + Pf (.) Ct-1 ...)
+            np.add(it, np.multiply(Pi, c_prev, out=tmp), out=it)
+            np.add(ft, np.multiply(Pf, c_prev, out=tmp), out=ft)
+        _clip(f_first, clip)
+        apply(f, f_first, out=f_first)
         if input_forget:
             np.subtract(1, it, out=ft)
         _clip(ct, clip)
         apply(g, ct, out=ct)
         # Ct = ft (.) Ct-1 + it (.) ct
-        c_new = buffers[0] if c_prev is not buffers[0] else buffers[1]
-        np.multiply(ft, c_prev, out=c_new)
-        c_new += np.multiply(it, ct, out=tmp)
-        if peep is not None:
-            ot += np.multiply(peep["o"], c_new, out=tmp)
+        c_t = cells[0] if c_prev is not cells[0] else cells[1]
+        np.multiply(ft, c_prev, out=c_t)
+        np.add(c_t, np.multiply(it, ct, out=tmp), out=c_t)
+        if P:
+            # ot = f(... + Po (.) Ct ...)
+            np.add(ot, np.multiply(Po, c_t, out=tmp), out=ot)
             _clip(ot, clip)
             apply(f, ot, out=ot)
         # Ht = ot (.) h(Ct)
-        apply(h, c_new, out=tmp)
+        apply(h, c_t, out=tmp)
         np.multiply(ot, tmp, out=out)
-        return c_new
+        return c_t
 
     return step
 
@@ -218,6 +224,9 @@ def run_layer(
     (Y [T, D, N, H], Y_h [D, N, H], Y_c [D, N, H] or None). `attributes`: clip, linear_before_reset, input_forget.
     """
     num_directions = 2 if direction == "bidirectional" else 1
+    T, N, _ = X.shape
+    H = R[0][next(iter(R[0]))].shape[0]
+    Y = np.zeros((T, num_directions, N, H), dtype)
     outputs = [
         run_direction(
             kind, X, W[d], R[d], Wb[d], Rb[d], P[d], activations[d],
@@ -226,17 +235,17 @@ def run_layer(
             initial_c=None if initial_c is None else initial_c[d],
             reverse=direction == "reverse" or d == 1,
             dtype=dtype,
+            Y=Y[:, d],
             **attributes,
         )
         for d in range(num_directions)
     ]
-    Y = np.stack([o[0] for o in outputs], axis=1)
     Y_h = np.stack([o[1] for o in outputs])
     Y_c = None if kind != "LSTM" else np.stack([o[2] for o in outputs])
     return Y, Y_h, Y_c
 
 
-def run_onnx(
+def run_onnx_node(
     kind: str,
     X: np.ndarray,
     W: np.ndarray,
@@ -274,6 +283,11 @@ def run_onnx(
         raise BadInput(f"{kind}: X must have 3 dimensions, got shape {list(X.shape)}")
     if X.dtype.name not in FLOAT_TYPES:
         raise BadInput(f"{kind}: X must be one of {', '.join(FLOAT_TYPES)}, got {X.dtype}")
+    if np.dtype(dtype).name not in FLOAT_TYPES:
+        raise BadInput(f"{kind}: can compute in {', '.join(FLOAT_TYPES)}, not {np.dtype(dtype)}")
+    if input_forget not in (0, 1):
+        # "Couple the input and forget gates if 1": other values have no stated meaning.
+        raise BadInput(f"{kind}: input_forget must be 0 or 1, got {input_forget}")
     gates = GATE_NAMES[kind]
     D = 2 if direction == "bidirectional" else 1
     G = len(gates)

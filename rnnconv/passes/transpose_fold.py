@@ -17,6 +17,7 @@ from rnnconv.passes import layout as layout_pass
 from rnnconv.passes import rewrite as rw
 
 BATCH_FIRST_X = (1, 0, 2)
+MAX_ROUNDS = 100  # every rule removes a Transpose or moves one towards another; this only guards against a bug
 
 
 class FoldTransposes(ir.passes.InPlacePass):
@@ -32,7 +33,10 @@ class FoldTransposes(ir.passes.InPlacePass):
     Case 6: a Transpose followed by a Squeeze or Reshape whose result only feeds Transposes is moved below it, so
             that case 2 can meet the next Transpose (Y [T,D,N,H] -> Squeeze/Reshape -> Transpose exports).
     Case 7: a Transpose of Slice(fill) with constant axes is moved above the Slice, so that case 4 folds it
-            (zero initial states sliced out of an Expand, as torch.export writes them).
+            (zero initial states sliced out of an Expand, as torch.export writes them), or when every Slice of the
+            same value is transposed alike (per-layer states sliced out of one graph input: one Transpose left).
+    Case 8: Concat of Transposes that share one perm (and feed nothing else) becomes one Transpose of a Concat
+            on the matching axis (per-layer final states concatenated into one graph output).
 
     `scope`: when given, only Transposes among these nodes (and the ones created here, and the ones they feed) are
     folded, so a command cleans up after its own rewrites without rewriting the rest of the model.
@@ -53,22 +57,21 @@ class _Folder:
         self.graph = model.graph
         self.scope = scope
         self.names = rw.Names(self.graph)
-        self.opset = onnx_recurrent.default_opset(model)
         self.modified = False
 
     # ---- driver ------------------------------------------------------------------------------------------
 
     def run(self) -> bool:
-        changed = True
-        while changed:
-            changed = False
+        changed, rounds = True, 0
+        while changed and rounds < MAX_ROUNDS:
+            changed, rounds = False, rounds + 1
             for node in list(self.graph):
                 if node.graph is not self.graph or not _is_transpose(node) or not self._in_scope(node):
                     continue
                 if _perm(node) is None:
                     continue
                 for rule in (self._identity, self._duplicate, self._merge, self._constant, self._constant_of_shape,
-                             self._sink, self._hoist):
+                             self._sink, self._hoist, self._concat):
                     if rule(node):
                         changed = self.modified = True
                         break
@@ -137,7 +140,7 @@ class _Folder:
             concat = shape_value.producer()
             if concat is None or concat.op_type != "Concat" or len(concat.inputs) != len(perm):
                 return False
-            if any(v is None or v.shape is None or tuple(v.shape) != (1,) for v in concat.inputs):
+            if not all(_one_element(v) for v in concat.inputs):
                 return False
             new_shape = ir.Value(name=self.names(f"{shape_value.name}_transposed"), type=shape_value.type,
                                  shape=shape_value.shape)
@@ -155,19 +158,20 @@ class _Folder:
         return True
 
     def _hoist(self, t: ir.Node) -> bool:
-        """Case 7: Transpose(Slice(fill)) becomes Slice(Transpose(fill)) so that case 4 folds the Transpose."""
+        """Case 7: Transpose(Slice(x)) becomes Slice(Transpose(x)) when case 4 then folds it (x a fill) or when
+        every Slice of x is transposed the same way (case 5 then leaves one Transpose of x)."""
         x, perm = t.inputs[0], _perm(t)
         sl = x.producer()
-        if sl is None or sl.op_type != "Slice" or sl.domain not in ("", "ai.onnx") or len(sl.inputs) < 4:
+        if not _is_slice(sl) or len(x.consumers()) != 1 or x.is_graph_output():
             return False
-        if len(x.consumers()) != 1 or x.is_graph_output() or not _is_fill(sl.inputs[0].producer()):
+        data = sl.inputs[0]
+        # a lone Slice of a plain value: moving the Transpose up would gain nothing
+        shared = len(data.consumers()) > 1 and _all_sliced_then_transposed(data, perm)
+        if not _is_fill(data.producer()) and not shared:
             return False
         axes = rw.constant_array(sl.inputs[3])
-        if axes is None:
-            return False
         inverse = [perm.index(a) for a in range(len(perm))]
         new_axes = np.array([inverse[int(a) % len(perm)] for a in np.atleast_1d(axes)], dtype=np.int64)
-        data = sl.inputs[0]
         inner, moved = rw.transpose(data, perm, self.names, f"{data.name}_transposed")
         axes_value = self._initializer(new_axes, f"{sl.inputs[3].name}_transposed")
         out = ir.Value(name=self.names(f"{x.name}_transposed"), type=t.outputs[0].type or x.type,
@@ -178,6 +182,38 @@ class _Folder:
         self._created(inner, new_slice)
         t.outputs[0].replace_all_uses_with(out)
         self._remove_dead(t)
+        return True
+
+    def _concat(self, t: ir.Node) -> bool:
+        """Case 8: Concat of Transposes with one perm becomes one Transpose of the Concat (on the mapped axis)."""
+        y, perm = t.outputs[0], _perm(t)
+        users = list(y.consumers())
+        if y.is_graph_output() or len(users) != 1 or users[0].op_type != "Concat" \
+                or users[0].domain not in ("", "ai.onnx"):
+            return False
+        concat = users[0]
+        parts = [v.producer() for v in concat.inputs]
+        if len(parts) < 2 or any(p is None or not _is_transpose(p) or _perm(p) != perm or len(p.outputs[0].uses()) != 1
+                                 or p.outputs[0].is_graph_output() for p in parts):
+            return False
+        axis = int(concat.attributes["axis"].value) % len(perm)
+        z = concat.outputs[0]
+        mid_shape = None if z.shape is None else ir.Shape([z.shape[perm.index(a)] for a in range(len(perm))])
+        mid = ir.Value(name=self.names(f"{z.name}_concat"), type=z.type, shape=mid_shape)
+        new_concat = ir.Node("", "Concat", [p.inputs[0] for p in parts], outputs=[mid],
+                             attributes=[ir.AttrInt64("axis", perm[axis])], name=self.names(concat.name or "Concat"))
+        new_t = self._transpose(mid, perm, z)
+        self.graph.insert_before(concat, [new_concat, new_t])
+        self._created(new_concat, new_t)
+        if z.is_graph_output():
+            # the graph output name stays on the value the new Transpose produces
+            name = z.name
+            z.name = None
+            new_t.outputs[0].name = name
+            ir.convenience.replace_all_uses_with(z, new_t.outputs[0], replace_graph_outputs=True)
+        else:
+            z.replace_all_uses_with(new_t.outputs[0])
+        self._remove_dead(concat)
         return True
 
     def _duplicate(self, t: ir.Node) -> bool:
@@ -331,9 +367,12 @@ class _Folder:
                 continue
             if any(o.uses() or o.is_graph_output() for o in n.outputs):
                 continue
-            producers = [v.producer() for v in n.inputs if v is not None]
+            inputs = [v for v in n.inputs if v is not None]
             self.graph.remove(n, safe=True)
-            stack.extend(p for p in producers if p is not None)
+            stack.extend(v.producer() for v in inputs if v.producer() is not None)
+            for v in inputs:  # an initializer nothing reads any more (never one that is also a graph input)
+                if v.is_initializer() and not v.uses() and not v.is_graph_input() and not v.is_graph_output():
+                    self.graph.initializers.pop(v.name, None)
 
 
 def _shape_cone(u: ir.Node) -> set:
@@ -356,6 +395,33 @@ def _shape_cone(u: ir.Node) -> set:
                 cone.discard(n)
                 changed = True
     return cone
+
+
+def _one_element(v: Optional[ir.Value]) -> bool:
+    if v is None:
+        return False
+    if v.shape is not None:
+        return tuple(v.shape) == (1,)
+    array = rw.constant_array(v)
+    return array is not None and array.shape == (1,)
+
+
+def _is_slice(node: Optional[ir.Node]) -> bool:
+    return (node is not None and node.op_type == "Slice" and node.domain in ("", "ai.onnx") and len(node.inputs) >= 4
+            and node.inputs[3] is not None and rw.constant_array(node.inputs[3]) is not None)
+
+
+def _all_sliced_then_transposed(data: ir.Value, perm: tuple) -> bool:
+    """Every reader of `data` is a Slice (constant axes) read only by one Transpose with `perm`, or that Transpose."""
+    for sl in data.consumers():
+        if _is_transpose(sl) and _perm(sl) == perm:
+            continue
+        if not _is_slice(sl) or sl.inputs[0] is not data or sl.outputs[0].is_graph_output():
+            return False
+        users = list(sl.outputs[0].consumers())
+        if len(users) != 1 or not _is_transpose(users[0]) or _perm(users[0]) != perm:
+            return False
+    return not data.is_graph_output()
 
 
 def _is_fill(node: Optional[ir.Node]) -> bool:
