@@ -16,6 +16,7 @@ _API = {
     "downgrade": "rnnconv.opset",
     "inspect": "rnnconv.inspection",
     "convert_layout": "rnnconv.layout",
+    "from_openvino": "rnnconv.from_openvino",
 }
 
 __all__ = [*_API, "__version__"]

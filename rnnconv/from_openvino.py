@@ -37,10 +37,12 @@ from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino import gates as ov_gates
 from rnnconv.dialects.openvino import ir as ovir
 from rnnconv.errors import BadInput, RnnconvError, Unsupported, UsageError, VerificationFailed
+from rnnconv.layer import Cell, Layer
 
 SEQUENCES = {"GRUSequence": "GRU", "LSTMSequence": "LSTM", "RNNSequence": "RNN"}
 CELLS = {"GRUCell": "GRU", "LSTMCell": "LSTM", "RNNCell": "RNN"}
-OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+# One thread: verification models are tiny, and CPU threads only contend on a busy CI machine.
+OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
 MIN_OPSET = 7
 FOLD_LIMIT = 1 << 24  # elements: constant sub-graphs larger than this stay operations
 
@@ -57,6 +59,7 @@ class Builder:
         self.initializers: dict[str, ir.Value] = {}
         self.reserved = set(reserved)
         self.taken: set[str] = set()
+        self.node_names: set[str] = set()
         self._n = itertools.count()
 
     def name(self, hint: str) -> str:
@@ -65,6 +68,15 @@ class Builder:
         while name in self.taken or name in self.reserved:
             name = f"{hint}_{next(self._n)}"
         self.taken.add(name)
+        return name
+
+    def node_name(self, hint: str) -> str:
+        # Node names are their own namespace in ONNX: the recurrent node keeps the IR layer's name.
+        name, i = hint, 0
+        while name in self.node_names:
+            i += 1
+            name = f"{hint}_{i}"
+        self.node_names.add(name)
         return name
 
     def const(self, array: np.ndarray, hint: str = "const") -> ir.Value:
@@ -83,7 +95,7 @@ class Builder:
         hint = hint or op_type
         outs = [ir.Value(name=self.name(hint if n_out == 1 else f"{hint}:{k}")) for k in range(n_out)]
         attrs = {k: v for k, v in (attrs or {}).items() if v is not None}
-        node = ir.node(op_type, list(inputs), attrs, outputs=outs, name=self.name(f"{hint}_node"))
+        node = ir.node(op_type, list(inputs), attrs, outputs=outs, name=self.node_name(hint))
         self.nodes.append(node)
         return outs
 
@@ -150,7 +162,18 @@ class Facts:
                 if perm is None or perm.size == 0:
                     break
                 key, axis = self.input_key(layer, 0), int(perm.reshape(-1)[axis])
-            elif layer.type == "Convert" and layer.inputs:
+            elif layer.type in ("Convert", *_UNARY) and layer.inputs:
+                key = self.input_key(layer, 0)
+            elif layer.type == "Slice" and len(layer.inputs) >= 4:
+                # Slice-8: axes not sliced keep their size.
+                start = self.consts.get(self.input_key(layer, 1))
+                axes = self.consts.get(self.input_key(layer, 4)) if len(layer.inputs) > 4 else (
+                    None if start is None else np.arange(start.size))
+                dims = self.dims(key)
+                if axes is None or dims is None:
+                    break
+                if axis in [int(a) + len(dims) if a < 0 else int(a) for a in axes.reshape(-1)]:
+                    break
                 key = self.input_key(layer, 0)
             else:
                 break
@@ -333,12 +356,9 @@ def _clamp(ctx):
 
 @reverse("Convert")
 def _convert(ctx):
-    """OpenVINO Convert-1 (destination_type) -> ONNX Cast (onnx__Cast, `to`)."""
+    """OpenVINO Convert-1 (destination_type) -> ONNX Cast (onnx__Cast, `to`); float to integer truncates in both
+    (rnnconv's IR interpreter and onnxruntime), and the verification runs both."""
     dst = ovir.numpy_dtype(ctx.attr("destination_type"))
-    src = ovir.numpy_dtype(ctx.conv.facts.port(ctx.keys[0]).element_type)
-    if src.kind == "f" and dst.kind in "iu":
-        # Convert-1 truncates toward zero, as ONNX Cast does for in-range values.
-        pass
     return [ctx.b.op1("Cast", ctx.v(0), to=int(ir.DataType.from_numpy(dst)), hint=ctx.hint)]
 
 
@@ -546,18 +566,19 @@ def _broadcast(ctx):
 
 # -- the converter -----------------------------------------------------------------------------------------
 class Converter:
-    def __init__(self, graph: ovir.IRGraph, opset: int, layout: int):
+    def __init__(self, graph: ovir.IRGraph, opset: int, layout: int, ir_version: int = 11):
         self.g = graph
         self.facts = Facts(graph)
         self.layout = layout
-        names = set(graph.output_names())
+        self.output_names = output_names(graph, ir_version)
+        names = set(self.output_names)
         for p in graph.parameters():
             names.add(_param_name(p))
         self.b = Builder(opset, names)
         self.values: dict[Key, ir.Value] = {}
         self.rewrites: list[dict] = []
         self.roles: dict[tuple, str] = {}  # (parameter key, axis) -> "N" / "T"
-        self.lengths: set[Key] = set()  # parameters that feed sequence lengths
+        self.lengths: dict[Key, int] = {}  # parameters that feed sequence lengths -> the T they count up to
 
     # values
     def value(self, key: Key) -> ir.Value:
@@ -578,11 +599,10 @@ class Converter:
         if problems:
             raise Unsupported("cannot convert the IR to ONNX: " + "; ".join(problems) + ". What would work: "
                               "convert those layers in the source framework, or keep this part in OpenVINO")
-        inputs = []
         for layer in self.g.topological():
             ins = [self.facts.input_key(layer, i) for i in range(len(layer.inputs))]
             if layer.type == "Parameter":
-                inputs.append(self._parameter(layer))
+                self._parameter(layer)
             elif layer.type == "Const":
                 self.facts.consts[(layer.id, layer.outputs[0].id)] = layer.value
             elif layer.type == "Result":
@@ -599,6 +619,8 @@ class Converter:
                 for port, v in zip(layer.outputs, outs):
                     self.values[(layer.id, port.id)] = v
         outputs = self._outputs()
+        # Graph inputs in the IR's Parameter order (OpenVINO's model.inputs), not the order they were reached.
+        inputs = [self.values[(p.id, p.outputs[0].id)] for p in self.g.parameters()]
         for v in inputs:
             self._name_dims(v)
         graph = ir.Graph(inputs, outputs, nodes=self.b.nodes, initializers=list(self.b.initializers.values()),
@@ -607,13 +629,9 @@ class Converter:
         return ir.Model(graph, ir_version=max(8, io.min_ir_version(self.b.opset)), producer_name="rnnconv")
 
     def _parameter(self, layer: ovir.IRLayer) -> ir.Value:
+        dims = _parameter_dims(layer)
         port = layer.outputs[0]
         et = layer.attrs.get("element_type", port.element_type)
-        dims = port.dims
-        if "shape" in layer.attrs and not port.dims:
-            text = layer.attrs["shape"].strip()
-            dims = None if text == "..." else [(-1 if s.strip() in ("?", "-1") or ".." in s else int(s))
-                                                for s in text.split(",") if s.strip()]
         v = ir.Value(name=_param_name(layer), type=ir.TensorType(ir.DataType.from_numpy(ovir.numpy_dtype(et))),
                      shape=None if dims is None else ir.Shape([d if d >= 0 else None for d in dims]))
         self.b.taken.add(v.name)
@@ -635,8 +653,6 @@ class Converter:
 
     def _fold(self, layer: ovir.IRLayer, ins: list[Key]) -> bool:
         """Compute a layer whose inputs are all constant (fp16 decompression, static shape arithmetic)."""
-        from rnnconv.engine.ir_graph import KERNELS
-
         if layer.type in SEQUENCES or layer.type == "TensorIterator" or layer.body is not None:
             return False
         if layer.type == "ShapeOf":
@@ -658,7 +674,7 @@ class Converter:
 
     def _outputs(self) -> list[ir.Value]:
         outputs, used = [], set()
-        for res, name in zip(self.g.results(), self.g.output_names()):
+        for res, name in zip(self.g.results(), self.output_names):
             key = self.facts.input_key(res, 0)
             v = self.value(key)
             port = res.inputs[0]
@@ -690,6 +706,15 @@ class Converter:
         """GRUSequence-5 / LSTMSequence-5 / RNNSequence-5 -> ONNX GRU / LSTM / RNN."""
         kind = SEQUENCES[layer.type]
         label = f"IR layer {layer.name!r} ({layer.type})"
+        if kind == "LSTM" and len(ins) == 8:
+            # LSTMSequence-1 may carry peepholes P [D,3H]: only zeros are what opset5 (and ONNX without P) means.
+            p = self.facts.consts.get(ins[7])
+            if p is None or np.any(p):
+                raise Unsupported(f"{label}: nonzero or computed peepholes (P); rnnconv maps LSTMSequence without "
+                                  "peepholes")
+            ins = ins[:7]
+        if str(layer.attrs.get("input_forget", "false")).lower() in ("true", "1"):
+            raise Unsupported(f"{label}: input_forget=true; rnnconv maps LSTMSequence without coupled gates")
         if len(ins) != (7 if kind == "LSTM" else 6):
             raise BadInput(f"{label}: expected {7 if kind == 'LSTM' else 6} inputs, got {len(ins)}")
         x, h0 = ins[0], ins[1]
@@ -697,8 +722,7 @@ class Converter:
         lens, w, r, bias = ins[-4:]
         arrays = [self.facts.consts.get(k) for k in (w, r, bias)]
         if any(a is None for a in arrays):
-            raise Unsupported(f"{label}: W, R or B is computed at run time; rnnconv converts Sequence ops whose "
-                              "weights are constants (after folding Convert and constant sub-graphs)")
+            arrays = self._runtime_weights(kind, layer.attrs, (w, r, bias), label)
         x_dims = self.facts.dims(x)
         self._mark(x, 0, "N")
         self._mark(x, 1, "T")
@@ -715,7 +739,9 @@ class Converter:
                 lens_v = self.b.op1("Cast", lens_v, to=int(ir.DataType.INT32), hint="sequence_lens")
             src, _ = self.facts.canon(lens, 0)
             if self.facts.layers[src[0]].type == "Parameter":
-                self.lengths.add(src)
+                t = x_dims[1] if x_dims is not None and len(x_dims) == 3 and x_dims[1] >= 0 else None
+                self.lengths[src] = min(self.lengths.get(src, t or verification.DEFAULT_DIM["sequence"]),
+                                        t or verification.DEFAULT_DIM["sequence"])
         states = [self._state(h0, "initial_h"), self._state(c0, "initial_c") if c0 is not None else None]
         outs = self.emit_recurrent(kind, layer.attrs, *arrays, self.value(x), states, lens_v, layer.name)
         for port, v in zip(layer.outputs, outs):
@@ -726,15 +752,21 @@ class Converter:
                               "what": f"{layer.type}-5 -> ONNX {kind} (layout {self.layout})"
                                       + (f"; synthesized {', '.join(dropped)} -> absent" if dropped else "")})
 
-    def emit_recurrent(self, kind: str, attrs: dict, W: np.ndarray, R: np.ndarray, B: np.ndarray, x_ov: ir.Value,
-                       states: list, lens: Optional[ir.Value], name: str) -> list[ir.Value]:
+    def emit_recurrent(self, kind: str, attrs: dict, W, R, B, x_ov: ir.Value, states: list,
+                       lens: Optional[ir.Value], name: str, *, onnx_form: bool = False) -> list[ir.Value]:
         """The ONNX node for one opset5 Sequence op in OpenVINO form: X [N,T,I], states [N,D,H], W [D,G*H,I],
-        R [D,G*H,H], B [D,G*H] (GRU lbr [D,4H]); returns Y [N,D,T,H], Ho [N,D,H] (, Co) as ONNX values."""
+        R [D,G*H,H], B [D,G*H] (GRU lbr [D,4H]) as arrays (or, computed at run time, ONNX values already in ONNX
+        form); returns Y [N,D,T,H], Ho [N,D,H] (, Co) as ONNX values. With `onnx_form` X, states and the results
+        are in the ONNX node's own layout instead."""
         b = self.b
+        if isinstance(W, ir.Value):
+            return self._emit(kind, self._runtime_layer(kind, attrs, name), (W, R, B), x_ov, states, lens, name,
+                              onnx_form)
         label = f"IR layer {name!r} ({kind})"
         G = len(ov_gates.ORDER[kind])
         H = int(attrs.get("hidden_size", "0") or 0)
         lbr = str(attrs.get("linear_before_reset", "false")).lower() in ("true", "1")
+        attrs = _trim_activations(kind, attrs)
         if W.ndim != 3 or R.ndim != 3 or B.ndim != 2 or H <= 0:
             raise BadInput(f"{label}: W, R, B must be 3-D, 3-D, 2-D and hidden_size positive")
         D = W.shape[0]
@@ -752,19 +784,24 @@ class Converter:
         layer.layout = self.layout
         layer.name = name
         layer.has_bias = bool(np.any(B))
-        version = onnx_recurrent.version_of(kind, b.opset)
         tensors = onnx_recurrent.tensors(layer)
+        weights = (b.const(tensors["W"], f"{name}/W"), b.const(tensors["R"], f"{name}/R"),
+                   None if tensors["B"] is None else b.const(tensors["B"], f"{name}/B"))
+        return self._emit(kind, layer, weights, x_ov, states, lens, name, onnx_form)
+
+    def _emit(self, kind, layer, weights, x_ov, states, lens, name, onnx_form) -> list[ir.Value]:
+        b = self.b
+        version = onnx_recurrent.version_of(kind, b.opset)
         node_attrs = onnx_recurrent.attributes(layer, version)
         batch_first = self.layout == 1
-        x = x_ov if batch_first else b.transpose(x_ov, [1, 0, 2])
+        x = x_ov if batch_first or onnx_form else b.transpose(x_ov, [1, 0, 2])
 
         def state(v):
             if v is None:
                 return None
-            return v if batch_first else b.transpose(v, [1, 0, 2])
+            return v if batch_first or onnx_form else b.transpose(v, [1, 0, 2])
 
-        args = [x, b.const(tensors["W"], f"{name}/W"), b.const(tensors["R"], f"{name}/R"),
-                None if tensors["B"] is None else b.const(tensors["B"], f"{name}/B"), lens, state(states[0])]
+        args = [x, *weights, lens, state(states[0])]
         if kind == "LSTM":
             args.append(state(states[1]))
         while args and args[-1] is None:
@@ -774,10 +811,61 @@ class Converter:
         for o, role in zip(outs, onnx_recurrent.OUTPUTS[kind]):
             b.taken.discard(o.name)
             o.name = b.name(f"{name}/{role}")
+        if onnx_form:
+            return outs
         # Y: layout 0 [T,D,N,H] / layout 1 [N,T,D,H] -> [N,D,T,H]; states [D,N,H] -> [N,D,H].
         y = b.transpose(outs[0], [0, 2, 1, 3] if batch_first else [2, 1, 0, 3])
         rest = [o if batch_first else b.transpose(o, [1, 0, 2]) for o in outs[1:]]
         return [y, *rest]
+
+    def _runtime_layer(self, kind: str, attrs: dict, name: str) -> Layer:
+        """The attributes of a Sequence op whose weights are computed at run time (cells hold no arrays)."""
+        attrs = _trim_activations(kind, attrs)
+        direction = attrs.get("direction", "forward")
+        H = int(attrs.get("hidden_size", "0") or 0)
+        if direction not in ("forward", "reverse", "bidirectional") or H <= 0:
+            raise BadInput(f"IR layer {name!r} ({kind}Sequence): direction {direction!r} / hidden_size {H}")
+        acts = ov_gates.activations_from_attrs(kind, attrs)
+        clip = float(attrs.get("clip", "0") or 0)
+        lbr = str(attrs.get("linear_before_reset", "false")).lower() in ("true", "1")
+        return Layer(kind=kind, direction=direction, hidden_size=H, input_size=None,
+                     cells=[Cell(activations=acts) for _ in range(2 if direction == "bidirectional" else 1)],
+                     clip=clip if clip > 0 else None, linear_before_reset=lbr, layout=self.layout,
+                     weights_constant=False, name=name)
+
+    def _runtime_weights(self, kind: str, attrs: dict, keys, label: str) -> tuple:
+        """W, R, B computed at run time, put in ONNX form by graph ops: gates f,i,c,o -> i,o,f,c by Split and
+        Concat; B = [B, zeros] (GRU linear_before_reset: Wb = [bz, br, Wbh], Rb = [0, 0, Rbh])."""
+        b = self.b
+        if b.opset < 9:
+            raise Unsupported(f"{label}: weights computed at run time need ConstantOfShape (opset 9); use --opset 9 "
+                              "or newer")
+        order_ov, order_onnx = ov_gates.ORDER[kind], onnx_recurrent.GATES[kind]
+        lbr = str(attrs.get("linear_before_reset", "false")).lower() in ("true", "1")
+
+        def split(v: ir.Value, n: int) -> list[ir.Value]:
+            return b.op("Split", [v], {"axis": 1, "num_outputs": n if b.opset >= 18 else None}, n_out=n,
+                        hint=f"{label}/split")
+
+        def reorder(v: ir.Value) -> ir.Value:
+            if order_ov == order_onnx:
+                return v
+            parts = dict(zip(order_ov, split(v, len(order_ov))))
+            return b.op1("Concat", *[parts[g] for g in order_onnx], axis=1)
+
+        def zeros_like(v: ir.Value, dtype) -> ir.Value:
+            return b.op1("ConstantOfShape", b.op1("Shape", v), value=ir.tensor(np.zeros(1, dtype=dtype)))
+
+        w, r, bias = (self.value(k) for k in keys)
+        dtype = ovir.numpy_dtype(self.facts.port(keys[2]).element_type)
+        if kind == "GRU" and lbr:
+            bz, br, wbh, rbh = split(bias, 4)
+            zero = zeros_like(bz, dtype)
+            B = b.op1("Concat", bz, br, wbh, zero, zero, rbh, axis=1)
+        else:
+            folded = reorder(bias)
+            B = b.op1("Concat", folded, zeros_like(folded, dtype), axis=1)
+        return reorder(w), reorder(r), B
 
     def _tensor_iterator(self, layer: ovir.IRLayer, ins: list[Key]) -> None:
         step = one_cell_step(layer, self.facts, ins)
@@ -785,28 +873,31 @@ class Converter:
         kind, b_axis = step.kind, step.time_axis
         x_ext = self.value(ins[step.x_port])
         rest = [a for a in range(3) if a != b_axis]
-        x_ov = b.transpose(x_ext, [rest[0], b_axis, rest[1]])
+        # One direction: the ONNX node's D axis is added / removed directly (layout 0 [T,1,N,H], 1 [N,T,1,H]).
+        batch_first = self.layout == 1
+        x = b.transpose(x_ext, [rest[0], b_axis, rest[1]] if batch_first else [b_axis, rest[0], rest[1]])
         self._mark(ins[step.x_port], rest[0], "N")
         self._mark(ins[step.x_port], b_axis, "T")
+        d_axis = 1 if batch_first else 0
         states = []
         for port in (step.h_port, step.c_port):
             if port is None or self.facts.is_zero(ins[port]):
                 states.append(None)
                 continue
             self._mark(ins[port], 0, "N")
-            states.append(b.axes_op("Unsqueeze", self.value(ins[port]), [1]))
+            states.append(b.axes_op("Unsqueeze", self.value(ins[port]), [d_axis]))
         attrs = dict(step.cell.attrs)
         attrs["direction"] = "reverse" if step.reverse else "forward"
         W, R, B = (a[None] for a in step.weights)
-        outs = self.emit_recurrent(kind, attrs, W, R, B, x_ov, states, None, layer.name)
+        outs = self.emit_recurrent(kind, attrs, W, R, B, x, states, None, layer.name, onnx_form=True)
         for port, (role, axis) in step.outputs.items():
             if role == "Y":
-                y = b.axes_op("Squeeze", outs[0], [1])  # [N,T,H]
-                perm = [0, 2]
-                perm.insert(axis, 1)
-                v = b.transpose(y, perm)
+                y = b.axes_op("Squeeze", outs[0], [2 if batch_first else 1])  # [N,T,H] or [T,N,H]
+                t_axis, others = (1, [0, 2]) if batch_first else (0, [1, 2])
+                others.insert(axis, t_axis)
+                v = b.transpose(y, others)
             else:
-                v = b.axes_op("Squeeze", outs[1 if role == "Ho" else 2], [1])
+                v = b.axes_op("Squeeze", outs[1 if role == "Ho" else 2], [d_axis])
             self.values[(layer.id, port)] = v
         self.rewrites.append({"node": layer.name, "op": "TensorIterator",
                               "what": f"TensorIterator over one {step.cell.type} step -> ONNX {kind} "
@@ -835,6 +926,55 @@ def fold(layer: ovir.IRLayer, args: list[np.ndarray]) -> Optional[list[np.ndarra
         r = np.asarray(r)
         want = ovir.ELEMENT_TYPES.get(port.element_type)
         out.append(r.astype(want[1]) if want is not None and r.dtype != want[1] else r)
+    return out
+
+
+def _trim_activations(kind: str, attrs: dict) -> dict:
+    """OpenVINO reads the first 1 / 2 / 3 activations of an RNN / GRU / LSTM op and ignores the rest (its ONNX
+    import copies a bidirectional ONNX list, e.g. "tanh, tanh", into RNNSequence); ONNX wants exactly that many
+    per direction."""
+    text = attrs.get("activations")
+    if not text:
+        return attrs
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    need = len(ov_gates.DEFAULT_ACTIVATIONS[kind])
+    if len(names) <= need:
+        return attrs
+    return {**attrs, "activations": ", ".join(names[:need])}
+
+
+def output_names(graph: ovir.IRGraph, ir_version: int = 11) -> list[str]:
+    """The ONNX name of each Result, as OpenVINO names that output. IR 11: the Result's `output_names` (which of
+    the port's tensor names it is), else the port's first tensor name, else the Result's name. IR 10: the port's
+    first tensor name, else the producing layer's name with ".<output index>" when it has several outputs."""
+    producers, by_id = graph.producers(), graph.by_id()
+    names = []
+    for res in graph.results():
+        src = producers.get((res.id, res.inputs[0].id if res.inputs else 0))
+        layer = by_id.get(src[0]) if src else None
+        port = ovir._port(layer.outputs, src[1]) if layer is not None else None
+        chosen = ovir._split_names(getattr(res, "element_attrs", {}).get("output_names", ""))
+        if ir_version != 10 and chosen:
+            names.append(chosen[0])
+        elif port is not None and port.names:
+            names.append(port.names[0])
+        elif ir_version == 10 and layer is not None:
+            index = next(i for i, q in enumerate(layer.outputs) if q.id == src[1])
+            names.append(layer.name if len(layer.outputs) == 1 else f"{layer.name}.{index}")
+        else:
+            names.append(res.name)
+    return names
+
+
+def interpreter_names(graph: ovir.IRGraph) -> list[str]:
+    """The key under which rnnconv's IR interpreter returns each Result (`output_names`, port name, Result name)."""
+    producers, by_id = graph.producers(), graph.by_id()
+    out = []
+    for res in graph.results():
+        src = producers[(res.id, 0)]
+        port = ovir._port(by_id[src[0]].outputs, src[1])
+        chosen = ovir._split_names(getattr(res, "element_attrs", {}).get("output_names", ""))
+        out.append(chosen[0] if chosen else port.names[0] if port is not None and port.names else res.name)
     return out
 
 
@@ -945,8 +1085,10 @@ def one_cell_step(ti: ovir.IRLayer, outer: Facts, ins: list[Key]) -> CellStep:
         elif layer.type not in SHAPE_ONLY:
             others.append(layer)
     if len(cells) != 1 or others:
-        what = sorted({layer.type for layer in others} | ({f"{len(cells)} cells"} if len(cells) != 1 else set()))
-        raise refuse(f"its body holds {', '.join(what)}")
+        cell_text = "no LSTMCell/GRUCell/RNNCell" if not cells else f"{len(cells)} cells" if len(cells) > 1 else ""
+        other_text = ", ".join(sorted({layer.type for layer in others}))
+        raise refuse("its body holds " + "; ".join(t for t in (cell_text, other_text and "other operations "
+                                                                + other_text) if t))
     cell = cells[0]
     step = CellStep()
     step.cell, step.kind = cell, CELLS[cell.type]
@@ -1044,6 +1186,72 @@ def one_cell_step(ti: ovir.IRLayer, outer: Facts, ins: list[Key]) -> CellStep:
 
 
 # -- support checks ----------------------------------------------------------------------------------------
+def validate(graph: ovir.IRGraph, where: str = "IR") -> None:
+    """Refuse an IR whose layers contradict each other, before converting: Parameters without an output port or
+    too large to feed, edges to layers or ports that do not exist, cycles, two ports with one id, input ports fed
+    by no edge or by several, and edges whose two ends declare different ranks or static dims (every IR OpenVINO
+    writes agrees there); bodies too."""
+    by_id = graph.by_id()
+    if len(by_id) != len(graph.layers):
+        raise BadInput(f"{where}: two layers share an id")
+    for layer in graph.parameters():
+        _parameter_dims(layer)
+    for e in graph.edges:
+        src, dst = by_id.get(e.from_layer), by_id.get(e.to_layer)
+        if src is None or dst is None:
+            raise BadInput(f"IR edge {e.from_layer}:{e.from_port} -> {e.to_layer}:{e.to_port} names no layer")
+        if ovir._port(src.outputs, e.from_port) is None:
+            raise BadInput(f"IR edge from layer {src.name!r} names output port {e.from_port}, which it does not "
+                           "have")
+        if ovir._port(dst.inputs, e.to_port) is None:
+            raise BadInput(f"IR edge into layer {dst.name!r} names input port {e.to_port}, which it does not have")
+    graph.topological()
+    fed: dict[tuple[int, int], int] = {}
+    for e in graph.edges:
+        fed[(e.to_layer, e.to_port)] = fed.get((e.to_layer, e.to_port), 0) + 1
+    for layer in graph.layers:
+        ids = [p.id for p in layer.inputs + layer.outputs]
+        if len(ids) != len(set(ids)):
+            raise BadInput(f"{where}: layer {layer.name!r} ({layer.type}) has two ports with the same id")
+        for p in layer.inputs:
+            n = fed.get((layer.id, p.id), 0)
+            if n != 1:
+                raise BadInput(f"{where}: input port {p.id} of layer {layer.name!r} ({layer.type}) is fed by {n} "
+                               "edges, expected 1")
+        if layer.body is not None:
+            validate(layer.body, f"{where}: body of {layer.name!r}")
+    for e in graph.edges:
+        src, dst = by_id[e.from_layer], by_id[e.to_layer]
+        a, b = ovir._port(src.outputs, e.from_port), ovir._port(dst.inputs, e.to_port)
+        if src.type in ("Parameter", "Const") and not a.dims:
+            continue  # dims left out of the port (rank from the shape attribute or the data)
+        if len(a.dims) != len(b.dims) or any(x >= 0 and y >= 0 and x != y for x, y in zip(a.dims, b.dims)):
+            raise BadInput(f"{where}: edge {src.name!r}:{e.from_port} -> {dst.name!r}:{e.to_port} joins shapes "
+                           f"{a.dims} and {b.dims}")
+
+
+def _parameter_dims(layer: ovir.IRLayer) -> Optional[list[int]]:
+    """A Parameter's dims (-1 dynamic, None for a dynamic rank), refusing absurd sizes before any allocation."""
+    if not layer.outputs:
+        raise BadInput(f"IR Parameter {layer.name!r} has no <output> port")
+    port = layer.outputs[0]
+    et = layer.attrs.get("element_type", port.element_type)
+    dims = port.dims
+    if "shape" in layer.attrs and not port.dims:
+        text = layer.attrs["shape"].strip()
+        try:
+            dims = None if text == "..." else [(-1 if s.strip() in ("?", "-1") or ".." in s else int(s))
+                                                for s in text.split(",") if s.strip()]
+        except ValueError:
+            raise BadInput(f"IR Parameter {layer.name!r}: shape {text!r} is not a list of dims") from None
+    n = float(np.prod([d for d in dims or () if d >= 0], dtype=np.float64))
+    if n > PARAMETER_LIMIT:
+        nbytes = n * ovir.numpy_dtype(et).itemsize
+        raise BadInput(f"IR Parameter {_param_name(layer)!r} declares {n:.4g} elements ({_human(nbytes)}); "
+                       "refusing a model no input could be fed to")
+    return dims
+
+
 STRUCTURAL = {"Parameter", "Const", "Result", "TensorIterator", *SEQUENCES}
 
 
@@ -1083,8 +1291,33 @@ def _register_cell_kernels() -> None:
 
 
 # -- verification ------------------------------------------------------------------------------------------
-def _feeds(model: ir.Model, lengths: dict[str, int], seed: int) -> dict[str, np.ndarray]:
+FEED_LIMIT = 1 << 27  # bytes of random inputs the verification may allocate
+PARAMETER_LIMIT = 1 << 34  # elements: a declared input larger than this is refused before anything is allocated
+
+
+def _human(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if nbytes < 1024 or unit == "PiB":
+            return f"{nbytes:.3g} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.3g} PiB"
+
+
+def _feeds(model: ir.Model, lengths: dict[str, int], seed: int, uniform: bool = False) -> dict[str, np.ndarray]:
+    """Random inputs: N and T where the converter traced batch and time axes, 2 elsewhere; `uniform` gives every
+    dynamic dim the same size (for graphs whose dynamic dims are tied in ways the tracing did not see)."""
     dims = {"N": verification.DEFAULT_DIM["batch"], "T": verification.DEFAULT_DIM["sequence"]}
+    if uniform:
+        size = verification.DEFAULT_DIM["batch"]
+        dims = {d.value: size for v in model.graph.inputs for d in (v.shape or ()) if not isinstance(d, int)}
+        lengths = {k: min(t, size) for k, t in lengths.items()}
+    total = 0
+    for v in model.graph.inputs:
+        shape = verification._concrete_dims(v, dims, {})
+        total += int(np.prod(shape, dtype=np.float64)) * (v.dtype.itemsize if v.dtype is not None else 4)
+    if total > FEED_LIMIT:
+        raise BadInput(f"verification would need {_human(total)} of random inputs (the IR declares input shapes "
+                       "that large); refusing; use --no-verify to convert without running it")
     return verification.random_inputs(model, seed=seed, dims=dims, lengths=lengths)
 
 
@@ -1097,7 +1330,8 @@ def _run_checked(fn, what: str):
         return None, f"{what} failed: {type(err).__name__}: {str(err).strip().splitlines()[0] if str(err) else ''}"
 
 
-def _ov_run(xml: Path, bin_path: Optional[Path], graph: ovir.IRGraph, feeds: dict) -> dict[str, np.ndarray]:
+def _ov_run(xml: Path, bin_path: Optional[Path], graph: ovir.IRGraph, onnx_names: list[str], feeds: dict
+            ) -> dict[str, np.ndarray]:
     """The IR in the OpenVINO runtime (CPU, f32), reshaped to the feeds' static shapes (the CPU plugin ignores
     sequence_lengths on dynamic shapes, measured on 2026.4)."""
     import openvino as ov
@@ -1118,7 +1352,7 @@ def _ov_run(xml: Path, bin_path: Optional[Path], graph: ovir.IRGraph, feeds: dic
             ports.setdefault(n, p)
     result = compiled.create_infer_request().infer({ports[k]: np.ascontiguousarray(v) for k, v in feeds.items()
                                                     if k in ports})
-    wanted = dict(zip([r.name for r in graph.results()], graph.output_names()))
+    wanted = dict(zip([r.name for r in graph.results()], onnx_names))
     out = {}
     for res, port in zip(model.get_results(), compiled.outputs):
         value = np.asarray(result[port])
@@ -1149,18 +1383,25 @@ def _check(subject, engines, ref, cand, names, atol, rtol, note=""):
 
 
 def check(model: ir.Model, graph: ovir.IRGraph, xml: Path, bin_path: Optional[Path], lengths: dict[str, int],
-          seed: int, atol, rtol, *, runtime: Optional[bool] = None) -> list[verification.Check]:
+          seed: int, atol, rtol, *, runtime: Optional[bool] = None, onnx_names: Optional[list[str]] = None
+          ) -> list[verification.Check]:
     """The IR against the ONNX model: interpreter vs engine (float64); OpenVINO runtime vs onnxruntime (f32)."""
     from rnnconv.convert import _onnxruntime_outputs
     from rnnconv.engine.graph import run_onnx
     from rnnconv.engine.ir_graph import run_ir
 
     _register_cell_kernels()
-    feeds = _feeds(model, lengths, seed)
     names = [v.name for v in model.graph.outputs]
+    onnx_names = onnx_names or output_names(graph)
+    rename = dict(zip(interpreter_names(graph), onnx_names))
     checks = []
-    interp, why_i = _run_checked(lambda: run_ir(graph, feeds, "float64"), "IR interpreter")
-    engine, why_e = _run_checked(lambda: run_onnx(model, feeds, "float64"), "ONNX engine")
+    for uniform in (False, True):
+        feeds = _feeds(model, lengths, seed, uniform)
+        interp, why_i = _run_checked(lambda: {rename.get(k, k): v for k, v in run_ir(graph, feeds, "float64").items()},
+                                     "IR interpreter")
+        engine, why_e = _run_checked(lambda: run_onnx(model, feeds, "float64"), "ONNX engine")
+        if engine is not None and interp is not None:
+            break
     if engine is None:
         raise VerificationFailed(f"from-openvino: the converted model does not run: {why_e}")
     if interp is not None:
@@ -1175,7 +1416,7 @@ def check(model: ir.Model, graph: ovir.IRGraph, xml: Path, bin_path: Optional[Pa
             runtime = False
     ov_out, why_ov = (None, "openvino not installed")
     if runtime:
-        ov_out, why_ov = _run_checked(lambda: _ov_run(xml, bin_path, graph, feeds), "OpenVINO runtime")
+        ov_out, why_ov = _run_checked(lambda: _ov_run(xml, bin_path, graph, onnx_names, feeds), "OpenVINO runtime")
     ort_out = _onnxruntime_outputs(model, feeds)
     if ov_out is not None:
         if ort_out is not None:
@@ -1193,6 +1434,19 @@ def check(model: ir.Model, graph: ovir.IRGraph, xml: Path, bin_path: Optional[Pa
 
 
 # -- the API -----------------------------------------------------------------------------------------------
+def _ir_version(xml: Path) -> int:
+    import re
+
+    try:
+        with open(xml, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return 11
+    m = re.search(rb"<net\b[^>]*\bversion=\"(\d+)\"", head)
+    return int(m.group(1)) if m else 11
+
+
+
 def from_openvino(xml, output=None, *, bin=None, opset: Optional[int] = None, layout: int = 0,
                   verify: str = "full", atol: Optional[float] = None, rtol: Optional[float] = None, seed: int = 0,
                   force: bool = False, runtime: Optional[bool] = None) -> Result:
@@ -1222,8 +1476,13 @@ def from_openvino(xml, output=None, *, bin=None, opset: Optional[int] = None, la
     if output is not None:
         io.guard_output(Path(output), force=force, inputs=(xml, bin_path))
     graph = ovir.read(xml, bin_path)
-    conv = Converter(graph, opset, layout)
-    model = conv.run()
+    try:
+        validate(graph, str(xml))
+        conv = Converter(graph, opset, layout, _ir_version(xml))
+        model = conv.run()
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError) as err:
+        # The reader checked the XML and the .bin; what is left is an IR whose layers contradict each other.
+        raise BadInput(f"{xml}: malformed IR ({type(err).__name__}: {err})") from err
     report = verification.Report("from-openvino", rewrites=conv.rewrites, verified=verify)
     try:
         io.check_full(model)
@@ -1231,12 +1490,12 @@ def from_openvino(xml, output=None, *, bin=None, opset: Optional[int] = None, la
         raise VerificationFailed(f"from-openvino: the converted model fails onnx.checker: {err}", report) from err
     if verify == "full":
         lengths = {}
-        for key in conv.lengths:
+        for key, t in conv.lengths.items():
             v = conv.values.get(key)
             if v is not None:
-                lengths[v.name] = verification.DEFAULT_DIM["sequence"]
+                lengths[v.name] = t
         report.checks.extend(check(model, graph, xml, bin_path if bin_path.exists() else None, lengths, seed, atol,
-                                   rtol, runtime=runtime))
+                                   rtol, runtime=runtime, onnx_names=conv.output_names))
         if not report.ok:
             raise VerificationFailed(f"from-openvino: {report.verdict()}; nothing written", report)
     if output is not None:
