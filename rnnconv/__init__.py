@@ -17,6 +17,7 @@ _API = {
     "inspect": "rnnconv.inspection",
     "convert_layout": "rnnconv.layout",
     "from_openvino": "rnnconv.from_openvino",
+    "verify": "rnnconv.verify",
 }
 
 __all__ = [*_API, "__version__"]
@@ -24,5 +25,7 @@ __all__ = [*_API, "__version__"]
 
 def __getattr__(name: str):
     if name in _API:
-        return getattr(importlib.import_module(_API[name]), name)
+        module = importlib.import_module(_API[name])
+        # rnnconv.verify is a callable module: keep the module so `from rnnconv import verify` still works.
+        return module if module.__name__ == f"rnnconv.{name}" else getattr(module, name)
     raise AttributeError(f"module 'rnnconv' has no attribute {name!r}")

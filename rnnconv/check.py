@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Iterable, Optional
+from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 
@@ -39,12 +40,11 @@ class Finding:
 
 
 def _fixes(model: str) -> dict[str, str]:
-    stem = model[: -len(".onnx")] if model.endswith(".onnx") else model
+    stem = Path(model).stem  # outputs go to the working directory, named after the model
     return {
-        "upgrade": f"rnnconv upgrade {model} -o {stem}.opset14.onnx",
+        "upgrade": f"rnnconv upgrade {model} -o {stem}.upgraded.onnx",
         "layout0": f"rnnconv layout {model} --to 0 -o {stem}.layout0.onnx",
-        "downgrade-bf16": f"rnnconv downgrade {model} --opset 21 -o {stem}.float32.onnx "
-                          f"(Casts to float32 around the node)",
+        "downgrade-bf16": f"rnnconv downgrade {model} --opset 21 -o {stem}.opset21.onnx",
         "to-openvino": f"rnnconv to-openvino {model} -o {stem}.xml",
         "engine": "rnnconv verify REFERENCE CANDIDATE --engine rnnconv (rnnconv's engine runs it as the spec says)",
     }
@@ -57,10 +57,6 @@ def _has_nonzero_peepholes(rn: onnx_recurrent.RecurrentNode) -> bool:
     if not layer.weights_constant:
         return True  # P given at run time: it may be anything
     return any(np.any(np.asarray(p) != 0) for c in layer.cells for p in c.P.values())
-
-
-def _activation_names(rn) -> set[str]:
-    return {a.name for c in rn.layer.cells for a in c.activations}
 
 
 def _default_activations(rn) -> bool:
@@ -89,7 +85,8 @@ def node_findings(rn: onnx_recurrent.RecurrentNode, target: str, model: str = "M
             add(REFUSES, f"float64 {rn.op} is not run (no double kernel)",
                 "none yet (export the model in float32); to run it: " + fix["engine"])
         if dtype == "bfloat16":
-            add(REFUSES, f"no CPU kernel for bfloat16 {rn.op}", fix["downgrade-bf16"])
+            add(REFUSES, f"no CPU kernel for bfloat16 {rn.op} (below opset 22 rnnconv runs the node in float32 "
+                         f"between Casts)", fix["downgrade-bf16"])
     elif target == "openvino":
         if _has_nonzero_peepholes(rn):
             add(WRONG, "peepholes (P) are dropped by OpenVINO's ONNX import: it runs the node as if P = 0",
@@ -100,13 +97,15 @@ def node_findings(rn: onnx_recurrent.RecurrentNode, target: str, model: str = "M
         if layer.layout == 1:
             add(WRONG, "layout=1 is not read by OpenVINO's ONNX import: outputs come out in layout-0 shapes, "
                        "no error", f"{fix['to-openvino']}, or {fix['layout0']}")
-        names = _activation_names(rn) - OPENVINO_ACTIVATIONS
+        # OpenVINO takes the first direction's activation list for both directions (measured).
+        lists = [tuple(a.name for a in c.activations) for c in layer.cells]
+        names = set(lists[0]) - OPENVINO_ACTIVATIONS
         if names:
             add(REFUSES, f"activations {sorted(names)} are imported but the CPU plugin fails to compile them "
                          f"(OpenVINO runs relu, sigmoid, tanh only)", fix["to-openvino"])
-        elif len({tuple(a.name for a in c.activations) for c in layer.cells}) > 1:
-            add(WRONG, "different activations per direction: OpenVINO runs one activation list for both "
-                       "directions", fix["to-openvino"])
+        if len(set(lists)) > 1:
+            add(WRONG, f"different activations per direction ({' | '.join(','.join(x) for x in lists)}): OpenVINO "
+                       f"runs the first direction's list for both directions, no error", fix["to-openvino"])
     elif target == "onnx-reference":
         if not _default_activations(rn):
             names = [[a.name for a in c.activations] for c in layer.cells]
@@ -128,30 +127,36 @@ def node_findings(rn: onnx_recurrent.RecurrentNode, target: str, model: str = "M
     return out
 
 
-def findings(model, targets: Iterable[str] = TARGETS, label: Optional[str] = None) -> list[Finding]:
+def _label(model) -> str:
+    return str(model) if isinstance(model, str) or hasattr(model, "__fspath__") else "MODEL"
+
+
+def findings(model, targets: Iterable[str] = TARGETS) -> list[Finding]:
     """Every finding for every recurrent node of `model` (a path, ModelProto or onnx_ir Model) and target."""
-    m = io.load(model)
-    name = label or (str(model) if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__") else "MODEL")
-    out = []
-    for rn in onnx_recurrent.find(m):
-        for t in targets:
-            out.extend(node_findings(rn, t, name))
-    return out
+    targets = _valid(targets)
+    return _findings(onnx_recurrent.find(io.load(model)), targets, _label(model))
 
 
-def check(model, targets: Iterable[str] = TARGETS) -> dict:
-    """A JSON-ready report: the model, the targets, the number of recurrent nodes and every finding."""
+def _valid(targets: Iterable[str]) -> list[str]:
     targets = list(targets)
     for t in targets:
         if t not in TARGETS:
             from rnnconv.errors import UsageError
 
             raise UsageError(f"unknown target {t!r}; expected one of {', '.join(TARGETS)}")
-    m = io.load(model)
-    label = str(model) if isinstance(model, str) or hasattr(model, "__fspath__") else "MODEL"
-    nodes = onnx_recurrent.find(m)
-    found = [f for rn in nodes for t in targets for f in node_findings(rn, t, label)]
-    return {"model": label, "targets": targets, "recurrent_nodes": len(nodes), "ok": not found,
+    return targets
+
+
+def _findings(nodes, targets, label) -> list[Finding]:
+    return [f for rn in nodes for t in targets for f in node_findings(rn, t, label)]
+
+
+def check(model, targets: Iterable[str] = TARGETS) -> dict:
+    """A JSON-ready report: the model, the targets, the number of recurrent nodes and every finding."""
+    targets = _valid(targets)
+    nodes = onnx_recurrent.find(io.load(model))
+    found = _findings(nodes, targets, _label(model))
+    return {"model": _label(model), "targets": targets, "recurrent_nodes": len(nodes), "ok": not found,
             "findings": [f.as_dict() for f in found]}
 
 

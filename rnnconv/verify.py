@@ -17,6 +17,7 @@ import types
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional
 
+import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
@@ -81,6 +82,7 @@ class Check:
     engines: str
     outputs: list[OutputComparison]
     note: str = ""
+    run: Optional[int] = None  # `rnnconv verify`: which input set
 
     @property
     def ok(self) -> bool:
@@ -95,8 +97,11 @@ class Check:
         return max((o.max_rel for o in self.outputs), default=0.0)
 
     def as_dict(self) -> dict:
-        return {"subject": self.subject, "engines": self.engines, "ok": self.ok, "max_abs": self.max_abs,
-                "max_rel": self.max_rel, "note": self.note, "outputs": [o.as_dict() for o in self.outputs]}
+        d = {"subject": self.subject, "engines": self.engines, "ok": self.ok, "max_abs": self.max_abs,
+             "max_rel": self.max_rel, "note": self.note, "outputs": [o.as_dict() for o in self.outputs]}
+        if self.run is not None:
+            d["run"] = self.run
+        return d
 
 
 @dataclasses.dataclass
@@ -273,9 +278,12 @@ def random_inputs(model: ir.Model, seed: int = 0, dims: Optional[Mapping[str, in
 ENGINES = ("rnnconv", "onnxruntime", "openvino")
 # OpenVINO's CPU plugin runs bf16 on some hosts unless told otherwise (../shared/spec/README.md).
 OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+INPUT_LIMIT = 1 << 31  # bytes of random inputs per run; a larger request is refused before allocating
 ROLE_ALIASES = {"batch": "batch", "n": "batch", "seq": "sequence", "sequence": "sequence", "t": "sequence"}
 SEQUENCE_OPS = {"LSTMSequence": 3, "GRUSequence": 2, "RNNSequence": 2}  # IR op -> sequence_lengths port
 _PASS_THROUGH = {"Identity", "Cast", "Convert"}
+_ELEMENTWISE_UNARY = {"Relu", "Tanh", "Sigmoid", "LeakyRelu", "Elu", "Gelu", "Dropout", "Softmax", "LogSoftmax"}
+_ELEMENTWISE_BINARY = {"Add", "Sub", "Mul", "Div"}
 
 
 class CannotRun(Exception):
@@ -357,6 +365,7 @@ class InputSpec:
     roles: dict = dataclasses.field(default_factory=dict)  # axis -> "batch" | "sequence"
     int_range: Optional[tuple] = None  # inclusive valid range read from the graph
     int_source: str = ""
+    role: str = ""  # "sequence_lens" or "token ids": values given in an inputs file are checked against it
     lengths_of: Optional[tuple] = None  # sequence_lens: (input, axis) whose size is T; values in 1..T
 
 
@@ -398,10 +407,11 @@ def _onnx_specs(model: ir.Model) -> dict[str, InputSpec]:
         where = f"sequence_lens of {rn.op} {rn.name!r}"
         if isinstance(t, int):
             _narrow(spec, (1, t), where)
+            spec.role = "sequence_lens"
         else:
             x_src = _trace_back(x, t_axis)
             if x_src is not None and x_src[0] in specs:
-                spec.lengths_of, spec.int_source = x_src, where
+                spec.lengths_of, spec.int_source, spec.role = x_src, where, "sequence_lens"
     for v in graph.inputs:
         if v.name in specs and specs[v.name].dtype.kind in "iu":
             _token_range(v, specs[v.name])
@@ -465,6 +475,7 @@ def _token_range(value: ir.Value, spec: InputSpec, depth: int = 0) -> None:
             if size:
                 _narrow(spec, (0, size - 1), f"ids into {node.op_type} {node.name or data.name!r} "
                                              f"(table size {size})")
+                spec.role = spec.role or "token ids"
 
 
 def _ir_specs(graph) -> dict[str, InputSpec]:
@@ -477,6 +488,8 @@ def _ir_specs(graph) -> dict[str, InputSpec]:
         consumers.setdefault((e.from_layer, e.from_port), []).append((e.to_layer, e.to_port))
     specs, param_of = {}, {}
     for p in graph.parameters():
+        if not p.outputs:
+            raise BadInput(f"IR Parameter {p.name!r} has no <output> port")
         port = p.outputs[0]
         name = port.names[0] if port.names else p.name
         dims = None if port.dims is None else [None if d < 0 else int(d) for d in port.dims]
@@ -518,10 +531,12 @@ def _ir_specs(graph) -> dict[str, InputSpec]:
                 where = f"sequence_lengths of {layer.type} {layer.name!r}"
                 if x_dims and len(x_dims) > 1 and x_dims[1] > 0:
                     _narrow(specs[src[0]], (1, int(x_dims[1])), where)
+                    specs[src[0]].role = "sequence_lens"
                 else:
                     x_src = back(layer.id, ports[0], 1)
                     if x_src and x_src[0] in specs:
                         specs[src[0]].lengths_of, specs[src[0]].int_source = x_src, where
+                        specs[src[0]].role = "sequence_lens"
         elif layer.type == "Gather" and len(layer.inputs) >= 2:
             src = back(layer.id, layer.inputs[1].id, 0)
             table = _ir_const(graph, layer, 0)
@@ -530,6 +545,7 @@ def _ir_specs(graph) -> dict[str, InputSpec]:
                 ax = int(np.asarray(axis).reshape(-1)[0]) if axis is not None else 0
                 size = np.asarray(table).shape[ax]
                 _narrow(specs[src[0]], (0, size - 1), f"ids into Gather {layer.name!r} (table size {size})")
+                specs[src[0]].role = specs[src[0]].role or "token ids"
     return specs
 
 
@@ -577,6 +593,7 @@ def merge_specs(reference: Model, candidate: Model) -> dict[str, InputSpec]:
             r.roles.setdefault(axis, role)
         if c.int_range is not None:
             _narrow(r, c.int_range, c.int_source)
+        r.role = r.role or c.role
         if r.lengths_of is None and c.lengths_of is not None:
             r.lengths_of = c.lengths_of
             r.int_source = r.int_source or c.int_source
@@ -620,6 +637,31 @@ def parse_ranges(items: Iterable[str]) -> dict[str, tuple[float, float]]:
     return out
 
 
+def expand_dims(dims: Mapping[str, int]) -> dict[str, int]:
+    """--dim names as given, plus the roles their aliases name (seq=17 also sets "sequence")."""
+    out = dict(dims)
+    for k, v in dims.items():
+        alias = ROLE_ALIASES.get(k.lower()) if ":" not in k else None
+        if alias:
+            out.setdefault(alias, v)
+    return out
+
+
+def check_dim_names(dims: Mapping[str, int], specs: Mapping[str, InputSpec]) -> None:
+    """Every --dim must name something: a symbolic dim, batch/seq, or a dynamic INPUT:AXIS."""
+    known = set(ROLE_ALIASES)
+    for spec in specs.values():
+        for axis, d in enumerate(spec.dims):
+            if isinstance(d, str):
+                known.add(d)
+            if not isinstance(d, int):
+                known.add(f"{spec.name}:{axis}")
+    unknown = sorted(k for k in dims if k not in known and k.lower() not in ROLE_ALIASES)
+    if unknown:
+        raise UsageError(f"--dim {', '.join(unknown)}: no dynamic dim of that name (symbols and dynamic axes: "
+                         f"{', '.join(sorted(known - set(ROLE_ALIASES))) or 'none'}; or batch, seq)")
+
+
 def _shape_of(spec: InputSpec, dims: Mapping[str, int], symbols: dict) -> tuple[int, ...]:
     shape = []
     for axis, d in enumerate(spec.dims):
@@ -645,7 +687,7 @@ def draw_inputs(specs: Mapping[str, InputSpec], rng: np.random.Generator, dims: 
                 ) -> tuple[dict[str, np.ndarray], list[dict]]:
     """One input set: `given` arrays as they are, the rest random in valid ranges. Returns feeds and a
     description per input (how it was made) for the report."""
-    dims = {ROLE_ALIASES.get(k.lower(), k) if ":" not in k else k: v for k, v in dims.items()}
+    dims = expand_dims(dims)
     given = dict(given or {})
     symbols: dict = {}
     shapes = {name: _shape_of(spec, dims, symbols) for name, spec in specs.items()}
@@ -656,6 +698,14 @@ def draw_inputs(specs: Mapping[str, InputSpec], rng: np.random.Generator, dims: 
     shapes = {name: _shape_of(spec, dims, symbols) for name, spec in specs.items()}
     for name, arr in given.items():
         shapes[name] = tuple(np.shape(arr))
+    for name, arr in given.items():
+        _check_given(specs[name], np.asarray(arr), shapes)
+    drawn = {n: float(np.prod(shapes[n], dtype=np.float64)) * specs[n].dtype.itemsize for n in specs if n not in given}
+    if sum(drawn.values()) > INPUT_LIMIT:
+        big = max(drawn, key=drawn.get)
+        raise BadInput(f"the random inputs would need {_human(sum(drawn.values()))} ({big} "
+                       f"{specs[big].dtype.name}{_shape_text(shapes[big])} alone {_human(drawn[big])}); the limit "
+                       f"is {_human(INPUT_LIMIT)}: give smaller sizes with --dim")
     feeds, described = {}, []
     for name, spec in specs.items():
         shape = shapes[name]
@@ -688,6 +738,30 @@ def draw_inputs(specs: Mapping[str, InputSpec], rng: np.random.Generator, dims: 
     return feeds, described
 
 
+def _check_given(spec: InputSpec, arr: np.ndarray, shapes: Mapping[str, tuple]) -> None:
+    """Given sequence lengths and token ids must be valid: a wrong value would make any comparison meaningless."""
+    if not spec.role or arr.size == 0 or spec.dtype.kind not in "iu":
+        return
+    if spec.role == "sequence_lens":
+        hi = shapes[spec.lengths_of[0]][spec.lengths_of[1]] if spec.lengths_of else spec.int_range[1]
+        lo = 0
+    else:
+        hi = spec.int_range[1]
+        lo = -(hi + 1)  # Gather takes negative indices from the end
+    if arr.min() < lo or arr.max() > hi:
+        shown = arr.reshape(-1)[:8].tolist()
+        raise BadInput(f"input {spec.name!r}: {spec.role} must lie in [{lo}, {hi}], got {shown}"
+                       + (" ..." if arr.size > 8 else ""))
+
+
+def _human(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if nbytes < 1024 or unit == "TiB":
+            return f"{nbytes:.3g} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.3g} TiB"
+
+
 def read_inputs(path, specs: Mapping[str, InputSpec]) -> list[dict[str, np.ndarray]]:
     """Input sets from an .npz: keys `NAME` (one set) or `runK/NAME` (several), as --save-inputs writes them."""
     try:
@@ -704,25 +778,30 @@ def read_inputs(path, specs: Mapping[str, InputSpec]) -> list[dict[str, np.ndarr
             sets.setdefault(int(run[3:]), {})[name] = arr
         else:
             sets.setdefault(0, {})[key] = arr
-    out = []
-    for k in sorted(sets):
-        feeds = {}
-        for name, arr in sets[k].items():
-            if name not in specs:
-                raise BadInput(f"{path}: {name!r} is not an input of the reference (inputs: {sorted(specs)})")
-            spec = specs[name]
-            if spec.dims and len(spec.dims) != arr.ndim:
-                raise BadInput(f"{path}: {name!r} has rank {arr.ndim}, the model wants {len(spec.dims)}")
-            for axis, d in enumerate(spec.dims):
-                if isinstance(d, int) and arr.shape[axis] != d:
-                    raise BadInput(f"{path}: {name!r} has shape {list(arr.shape)}, axis {axis} must be {d}")
-            if spec.dtype.name == "bfloat16" and arr.dtype == np.uint16:
-                arr = arr.view(spec.dtype)  # bfloat16 stored as its bit pattern
-            elif arr.dtype.kind == "f" and spec.dtype.kind in "iub":
-                raise BadInput(f"{path}: {name!r} holds {arr.dtype} values, the model wants {spec.dtype}")
-            feeds[name] = arr.astype(spec.dtype, copy=False)
-        out.append(feeds)
-    return out
+    return [check_inputs(sets[k], specs, str(path)) for k in sorted(sets)]
+
+
+def check_inputs(arrays: Mapping[str, np.ndarray], specs: Mapping[str, InputSpec], where: str
+                 ) -> dict[str, np.ndarray]:
+    """Given input arrays: known names, the model's rank and static sizes, a compatible dtype (cast to it)."""
+    feeds = {}
+    for name, arr in arrays.items():
+        arr = np.asarray(arr)
+        if name not in specs:
+            raise BadInput(f"{where}: {name!r} is not an input of the reference (inputs: {sorted(specs)})")
+        spec = specs[name]
+        if spec.dims and len(spec.dims) != arr.ndim:
+            raise BadInput(f"{where}: {name!r} has rank {arr.ndim}, the model wants {len(spec.dims)}")
+        for axis, d in enumerate(spec.dims):
+            if isinstance(d, int) and arr.shape[axis] != d:
+                raise BadInput(f"{where}: {name!r} has shape {list(arr.shape)}, axis {axis} must be {d}")
+        if spec.dtype.name == "bfloat16" and arr.dtype == np.uint16:
+            arr = arr.view(spec.dtype)  # bfloat16 stored as its bit pattern
+        elif arr.dtype.kind not in "biuf" and arr.dtype != spec.dtype or (
+                arr.dtype.kind == "f" and spec.dtype.kind in "iub"):
+            raise BadInput(f"{where}: {name!r} holds {arr.dtype} values, the model wants {spec.dtype}")
+        feeds[name] = arr.astype(spec.dtype, copy=False)
+    return feeds
 
 
 # -- engines --------------------------------------------------------------------------------------------------
@@ -746,8 +825,8 @@ def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray]) -> dict[str,
             return _run_onnxruntime(model, feeds)
         if engine == "openvino":
             return _run_openvino(model, feeds)
-    except CannotRun:
-        raise
+    except (CannotRun, BadInput):
+        raise  # BadInput: the model or the inputs are malformed (exit 4), whichever engine noticed
     except ImportError as err:
         raise CannotRun(f"{engine} is not installed ({err})") from err
     except Exception as err:  # the engine's own error, kept to one line
@@ -779,14 +858,65 @@ _ORT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor
 
 
 def _run_onnxruntime(model: Model, feeds) -> dict[str, np.ndarray]:
-    sess = io.onnxruntime_session(model.onnx)
+    onnx_model = _bfloat16_outputs_as_float32(model.onnx)
+    if _has_bfloat16(onnx_model):
+        sess = _plain_onnxruntime_session(onnx_model)  # io's session feeds weights as numpy: no bfloat16 there
+    else:
+        sess = io.onnxruntime_session(onnx_model)
     inputs = {}
     for i in sess.get_inputs():
-        if i.name in feeds:
-            want = _ORT_TYPES.get(i.type)
-            inputs[i.name] = np.asarray(feeds[i.name]).astype(want) if want else feeds[i.name]
+        if i.name not in feeds:
+            continue
+        if i.type == "tensor(bfloat16)":  # numpy has no bfloat16 for onnxruntime: hand it the bits
+            import onnxruntime as ort
+
+            bits = np.ascontiguousarray(np.asarray(feeds[i.name]).astype(ml_dtypes.bfloat16).view(np.uint16))
+            inputs[i.name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, int(ir.DataType.BFLOAT16))
+            continue
+        want = _ORT_TYPES.get(i.type)
+        inputs[i.name] = np.asarray(feeds[i.name]).astype(want) if want else feeds[i.name]
     names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(None, inputs)))
+    if any(not isinstance(v, np.ndarray) for v in inputs.values()):
+        values = sess.run_with_ort_values(None, inputs)
+        results = [v.numpy() for v in values]
+    else:
+        results = sess.run(None, inputs)
+    bf16 = {v.name for v in model.onnx.graph.outputs if v.dtype == ir.DataType.BFLOAT16}
+    return {n: (r.astype(ml_dtypes.bfloat16) if n in bf16 else r) for n, r in zip(names, results)}
+
+
+def _has_bfloat16(model: ir.Model) -> bool:
+    graph = model.graph
+    return any(v.dtype == ir.DataType.BFLOAT16 for v in [*graph.inputs, *graph.initializers.values()])
+
+
+def _plain_onnxruntime_session(model: ir.Model):
+    import onnxruntime as ort
+
+    proto = io.to_proto(model)
+    proto.ir_version = min(proto.ir_version, io.onnxruntime_max_ir_version())
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def _bfloat16_outputs_as_float32(model: ir.Model) -> ir.Model:
+    """onnxruntime's Python API cannot return bfloat16 arrays: a copy whose bfloat16 outputs pass through an exact
+    Cast to float32 (the caller rounds them back)."""
+    if not any(v.dtype == ir.DataType.BFLOAT16 for v in model.graph.outputs):
+        return model
+    copy = ir.serde.deserialize_model(io.to_proto(model))
+    graph = copy.graph
+    for i, v in enumerate(list(graph.outputs)):
+        if v.dtype != ir.DataType.BFLOAT16:
+            continue
+        name = v.name
+        v.name = f"{name}.bfloat16"
+        out = ir.Value(name=name, shape=v.shape, type=ir.TensorType(ir.DataType.FLOAT))
+        graph.append(ir.Node("", "Cast", [v], attributes=[ir.AttrInt64("to", int(ir.DataType.FLOAT))],
+                             outputs=[out]))
+        graph.outputs[i] = out
+    return copy
 
 
 def _run_openvino(model: Model, feeds) -> dict[str, np.ndarray]:
@@ -818,13 +948,27 @@ def _run_openvino(model: Model, feeds) -> dict[str, np.ndarray]:
     for name, value in feeds.items():
         port = ports.get(name)
         if port is not None:
-            inputs[port] = np.ascontiguousarray(np.asarray(value).astype(port.get_element_type().to_dtype()))
-    result = compiled.create_infer_request().infer(inputs)
+            inputs[port] = _ov_tensor(ov, np.asarray(value), port.get_element_type())
+    request = compiled.create_infer_request()
+    request.infer(inputs)
     out = {}
     for port in compiled.outputs:
+        tensor = request.get_tensor(port)
+        data = np.array(tensor.data)
+        if tensor.get_element_type() == ov.Type.bf16:  # the Python API shows bf16 bits as a float16 array
+            data = data.view(np.uint16).view(ml_dtypes.bfloat16)
         for n in port.get_names():
-            out[n] = np.asarray(result[port])
+            out[n] = data
     return out
+
+
+def _ov_tensor(ov, value: np.ndarray, element_type):
+    if element_type == ov.Type.bf16:  # copy the bits: `.data` of a bf16 tensor is typed float16
+        arr = np.ascontiguousarray(value.astype(ml_dtypes.bfloat16))
+        tensor = ov.Tensor(ov.Type.bf16, list(arr.shape))
+        tensor.data.view(np.uint16)[...] = arr.view(np.uint16)
+        return tensor
+    return np.ascontiguousarray(value.astype(element_type.to_dtype()))
 
 
 def _saved_as_is(model: Model) -> bool:
@@ -841,11 +985,12 @@ def time_axes(model: Model) -> dict[str, int]:
 
 def _onnx_time_axes(model: ir.Model) -> dict[str, int]:
     from rnnconv.dialects import onnx_recurrent
+    from rnnconv.dialects.onnx_recurrent import constant_array
 
     outputs = {v.name for v in model.graph.outputs}
     found: dict[str, int] = {}
 
-    def follow(value: ir.Value, axis: int, depth: int = 0):
+    def follow(value: ir.Value, axis: int, rank: int, depth: int = 0):
         if value is None or depth > 16:
             return
         if value.name in outputs:
@@ -854,30 +999,38 @@ def _onnx_time_axes(model: ir.Model) -> dict[str, int]:
             if index != 0 or not node.outputs:
                 continue
             op = node.op_type
-            if op in _PASS_THROUGH:
-                follow(node.outputs[0], axis, depth + 1)
+            if op in _PASS_THROUGH or op in _ELEMENTWISE_UNARY:
+                follow(node.outputs[0], axis, rank, depth + 1)
+            elif op in _ELEMENTWISE_BINARY or op == "MatMul":
+                # a head (x @ W + b): the time axis stays when the other operand is a constant that
+                # broadcasts into x's trailing axes without reaching the time axis
+                other = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+                keep = axis <= rank - 3 if op == "MatMul" else axis < rank - (np.ndim(other) if other is not None
+                                                                              else rank)
+                if other is not None and np.ndim(other) <= 2 and keep:
+                    follow(node.outputs[0], axis, rank, depth + 1)
             elif op == "Transpose" and "perm" in node.attributes:
-                follow(node.outputs[0], list(node.attributes["perm"].value).index(axis), depth + 1)
+                follow(node.outputs[0], list(node.attributes["perm"].value).index(axis), rank, depth + 1)
             elif op in ("Squeeze", "Unsqueeze"):
                 axes = _onnx_axes(node)
-                rank = len(value.shape) if value.shape is not None else None
-                if axes is None or rank is None:
+                if axes is None:
                     continue
                 if op == "Squeeze":
-                    axes = sorted(a % rank for a in axes)
+                    axes = sorted({a % rank for a in axes})
                     if axis not in axes:
-                        follow(node.outputs[0], axis - sum(a < axis for a in axes), depth + 1)
+                        follow(node.outputs[0], axis - sum(a < axis for a in axes), rank - len(axes), depth + 1)
                 else:
+                    new_rank = rank + len(axes)
                     a = axis
-                    for ax in sorted(x % (rank + len(axes)) for x in axes):
+                    for ax in sorted(x % new_rank for x in axes):
                         if ax <= a:
                             a += 1
-                    follow(node.outputs[0], a, depth + 1)
+                    follow(node.outputs[0], a, new_rank, depth + 1)
 
     for rn in onnx_recurrent.find(model):
         y = rn.outputs.get("Y")
         if y is not None:
-            follow(y, 1 if rn.layer.layout else 0)
+            follow(y, 1 if rn.layer.layout else 0, 4)
     return found
 
 
@@ -952,7 +1105,8 @@ def parse_tolerances(items: Iterable[str], option: str) -> tuple[Optional[float]
 
 
 def _tolerance_for(name: str, dtype, atol, rtol) -> tuple[float, float]:
-    a_def, r_def = default_tolerances(dtype if dtype is not None and np.dtype(dtype).kind == "f" else np.float32)
+    floating = dtype is not None and np.dtype(dtype).name in TOLERANCES
+    a_def, r_def = default_tolerances(dtype if floating else np.float32)
     a = atol.get(name, atol.get("*", a_def)) if isinstance(atol, Mapping) else (a_def if atol is None else atol)
     r = rtol.get(name, rtol.get("*", r_def)) if isinstance(rtol, Mapping) else (r_def if rtol is None else rtol)
     return float(a), float(r)
@@ -975,7 +1129,8 @@ class VerifyReport(Report):
 
     def as_dict(self) -> dict:
         d = super().as_dict()
-        d.pop("rewrites", None)
+        for key in ("rewrites", "verified", "output"):  # conversion fields: nothing is written here
+            d.pop(key, None)
         d.update({"agree": self.ok, "verdict": self.verdict(), "reference": self.reference,
                   "candidate": self.candidate, "baseline": self.baseline, "engines": self.engines,
                   "skipped": self.skipped, "seed": self.seed, "inputs": self.inputs, "notes": self.notes})
@@ -988,7 +1143,7 @@ class VerifyReport(Report):
             parts = []
             for i in described:
                 rng = f" in [{_num(i['range'][0])}, {_num(i['range'][1])}]" if "range" in i else ""
-                parts.append(f"{i['name']} {i['dtype']}{i['shape']}{rng} ({i['from']})")
+                parts.append(f"{i['name']} {i['dtype']}{_shape_text(i['shape'])}{rng} ({i['from']})")
             runs = f"run {self.inputs.index(described)}" if len(distinct) > 1 else f"{len(self.inputs)} run(s)"
             head = f"inputs ({runs}" + (f", seed {self.seed}" if self.seed is not None else "") + "): "
             out.append(head + "; ".join(parts))
@@ -1072,7 +1227,7 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
                    candidate_engine: Optional[str] = None, seed: int = 0,
                    ranges: Optional[Mapping[str, tuple]] = None, dims: Optional[Mapping[str, int]] = None,
                    inputs=None, runs: Optional[int] = None, atol=None, rtol=None, save_inputs=None,
-                   save_outputs=None, plot=None) -> VerifyReport:
+                   save_outputs=None, plot=None, force: bool = False) -> VerifyReport:
     """Run REFERENCE and CANDIDATE (ONNX or OpenVINO IR, paths or in memory) on the same inputs and compare
     every output by name.
 
@@ -1082,8 +1237,16 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
     ranges: input name -> (lo, hi); dims: symbol, "batch"/"seq" or "INPUT:AXIS" -> size; inputs: an .npz
     path or a dict of arrays (missing inputs are drawn); runs: input sets; atol/rtol: a float, or a dict of
     output name -> float ("*" for the others); defaults by the reference output's dtype (TOLERANCES).
+    save_inputs / save_outputs (.npz) and plot (.png) are written atomically, never over a model, and over an
+    existing file only with force.
     """
     ref, cand = open_model(reference), open_model(candidate)
+    written = [Path(p) for p in (save_inputs, save_outputs, plot) if p is not None]
+    for out in written:
+        given = inputs if isinstance(inputs, (str, os.PathLike)) else None
+        io.guard_output(out, force=force, inputs=(ref.path, cand.path, given))
+    if len(set(p.resolve() for p in written)) < len(written):
+        raise UsageError("--save-inputs, --save-outputs and --plot must name different files")
     ref_engines = _engine_list(reference_engine, "--ref-engine") or _engine_list(engine, "--engine") or ["rnnconv"]
     cand_engines = _engine_list(candidate_engine, "--cand-engine") or _engine_list(engine, "--engine") or ["rnnconv"]
     exploring = {"reference": len(ref_engines) > 1, "candidate": len(cand_engines) > 1}
@@ -1098,11 +1261,16 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
     unknown = sorted(set(ranges or {}) - set(specs))
     if unknown:
         raise UsageError(f"--range: no input named {', '.join(unknown)} (inputs: {', '.join(specs) or 'none'})")
+    check_dim_names(dims or {}, specs)
     axes = {**time_axes(cand), **time_axes(ref)}
 
+    if plot is not None:
+        _pyplot()  # fail before the runs, not after them
     given_sets: list[dict] = [{}]
-    if inputs is not None:
-        given_sets = read_inputs(inputs, specs) if isinstance(inputs, (str, os.PathLike)) else [dict(inputs)]
+    if isinstance(inputs, (str, os.PathLike)):
+        given_sets = read_inputs(inputs, specs)
+    elif inputs is not None:
+        given_sets = [check_inputs(dict(inputs), specs, "inputs")]
     if runs is not None and runs < 1:
         raise UsageError("--runs must be at least 1")
     if runs is not None and len(given_sets) > 1 and runs != len(given_sets):
@@ -1140,6 +1308,9 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
                 raise Unsupported(f"reference {ref.label}: no engine could run it")
             baseline = ("reference", active["reference"][0])
             report.baseline = f"{baseline[0]}[{baseline[1]}]"
+        if baseline not in results:
+            raise Unsupported(f"the baseline {report.baseline} could not run input set {k}: "
+                              f"{report.skipped[-1]['reason'] if report.skipped else 'unknown reason'}")
         base = results[baseline]
         for (side, eng), outs in results.items():
             saved_outputs.update({f"{prefix}{side}.{eng}/{n}": v for n, v in outs.items() if n in names})
@@ -1159,41 +1330,58 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
                 else:
                     comparisons.append(compare(n, base[n], outs[n], a, r, time_axis=axes.get(n)))
             subject = f"{side}[{eng}]" + (f" run {k}" if n_runs > 1 else "")
-            report.checks.append(Check(subject, f"{side}[{eng}] vs {report.baseline}", comparisons))
+            report.checks.append(Check(subject, f"{side}[{eng}] vs {report.baseline}", comparisons, run=k))
     report.engines = {side: active[side] for side in active}
     if save_inputs is not None:
-        _savez(save_inputs, saved_inputs, (ref.path, cand.path))
+        _savez(save_inputs, saved_inputs)
     if save_outputs is not None:
-        _savez(save_outputs, saved_outputs, (ref.path, cand.path))
+        _savez(save_outputs, saved_outputs)
     if plot is not None:
         plot_errors(report, plot)
     return report
 
 
-def _savez(path, arrays: Mapping[str, np.ndarray], models: tuple) -> None:
-    out = Path(path)
-    for m in models:
-        if m is not None and out.resolve() == Path(m).resolve():
-            raise UsageError(f"{out}: refusing to write over a model")
+def _savez(path, arrays: Mapping[str, np.ndarray]) -> None:
+    _write_atomically(Path(path), lambda f: np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()}))
+
+
+def _write_atomically(out: Path, write: Callable) -> None:
+    """`write(file)` into a temporary file beside `out`, then a rename: no partial file is ever left."""
+    import tempfile
+
+    folder = out.parent if str(out.parent) else Path(".")
+    tmp = None
     try:
-        with open(out, "wb") as f:
-            np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
+        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=f".{out.name}.", suffix=".tmp",
+                                         delete=False) as f:
+            tmp = Path(f.name)
+            write(f)
+        os.replace(tmp, out)
     except OSError as err:
         from rnnconv.errors import IOFailure
 
         raise IOFailure(f"{out}: cannot write ({err.strerror or err})") from err
+    finally:
+        if tmp is not None and tmp.exists():
+            tmp.unlink()
 
 
-def plot_errors(report: VerifyReport, path) -> None:
-    """Max |error| per time step of each recurrent output, one panel per output (needs matplotlib)."""
+def _pyplot():
     try:
         import matplotlib
-        import matplotlib.ticker
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("--plot needs matplotlib: pip install 'rnnconv[plot]'") from None
+    return plt
+
+
+def plot_errors(report: VerifyReport, path) -> None:
+    """Max |error| per time step of each recurrent output, one panel per output (needs matplotlib)."""
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     series: dict[str, list] = {}
     for c in report.checks:
         for o in c.outputs:
@@ -1211,16 +1399,12 @@ def plot_errors(report: VerifyReport, path) -> None:
             ax.axhline(max(o.atol or 0.0, 1e-12), linestyle="--", linewidth=0.8, color="gray")
         ax.set_title(f"{name}: max |error| per time step (axis {items[0][1].time_axis}); dashed: atol")
         ax.set_xlabel("time step")
-        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize="small")
     fig.suptitle(report.verdict(), fontsize="small")
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=100)
-    except OSError as err:
-        from rnnconv.errors import IOFailure
-
-        raise IOFailure(f"{path}: cannot write ({err.strerror or err})") from err
+        _write_atomically(Path(path), lambda f: fig.savefig(f, dpi=100, format="png"))
     finally:
         plt.close(fig)
 

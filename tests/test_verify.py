@@ -88,6 +88,50 @@ def test_agrees_with_upgraded_model(name, tmp_path):
         assert len(report.checks) == 2 and report.baseline == "reference[rnnconv]"
 
 
+CONVERSIONS = {
+    "layout-to-0": ("lstm14_layout1_all_features", lambda src, out: rnnconv_layout(src, out, to=0)),
+    "layout-to-1": ("gru14_forward", lambda src, out: rnnconv_layout(src, out, to=1)),
+    "downgrade": ("lstm14_layout1_bidirectional", lambda src, out: rnnconv.downgrade(src, out, opset=7)),
+    "to-openvino": ("rnn7_bidirectional_seq_lens_initial_h", None),
+    "from-openvino": ("gru7_bidirectional_linear_before_reset_seq_lens_initial_h", None),
+}
+
+
+def rnnconv_layout(src, out, to):
+    from rnnconv.layout import convert_layout
+
+    return convert_layout(src, out, to=to)
+
+
+@pytest.mark.parametrize("kind", list(CONVERSIONS))
+def test_agrees_on_every_conversion_command(kind, tmp_path):
+    name, convert = CONVERSIONS[kind]
+    src = str(FIXTURES / f"{name}.onnx")
+    if kind in ("to-openvino", "from-openvino"):
+        from rnnconv.to_openvino import to_openvino
+
+        to_openvino(src, str(tmp_path / "m.xml"))
+        out = str(tmp_path / "m.xml")
+        if kind == "from-openvino":
+            from rnnconv.from_openvino import from_openvino
+
+            from_openvino(out, str(tmp_path / "back.onnx"))
+            out = str(tmp_path / "back.onnx")
+    else:
+        out = str(tmp_path / "out.onnx")
+        convert(src, out)
+    # every engine that `rnnconv check` says runs the candidate right (OpenVINO runs an IR candidate right)
+    from rnnconv import check
+
+    engines = ["rnnconv"] + [t for t in ("onnxruntime", "openvino")
+                             if (out.endswith(".xml") and t == "openvino")
+                             or (out.endswith(".onnx") and not check.findings(out, [t]))]
+    assert len(engines) >= 2 or kind == "layout-to-1"  # layout 1: onnxruntime refuses it, OpenVINO misreads it
+    for engine in engines:
+        report = rnnconv.verify(src, out, candidate_engine=engine, runs=2)
+        assert report.ok, report.lines()
+
+
 def test_agrees_with_own_openvino_conversion(tmp_path):
     from rnnconv.to_openvino import to_openvino
 
@@ -168,6 +212,8 @@ def test_sequence_lens_ignored(tmp_path):
     assert code == 1, out
     assert "BAD Y " in out and "BAD Y_h" in out
     lens = np.load(tmp_path / "in.npz")["sequence_lens"]
+    # Y is wrong only past the shortest length: the report names those time steps
+    assert f"steps {lens.min()}-5 of 6" in out
     assert lens.shape == (4,) and lens.min() >= 1 and lens.max() <= 6 and lens.min() < 6
     assert "sequence_lens of LSTM 'lstm'" in out
 
@@ -271,6 +317,8 @@ def test_exit_codes_for_bad_usage_and_bad_input(tmp_path):
     recurrent_model(tmp_path / "m.onnx", "GRU")
     m = tmp_path / "m.onnx"
     assert run_cli("verify", m, m, "--dim", "oops")[0] == 2
+    assert run_cli("verify", m, m, "--dim", "nosuchdim=3")[0] == 2
+    assert run_cli("verify", m, m, "--dim", "X:0=3")[0] == 2  # a static axis is not a dynamic dim
     assert run_cli("verify", m, m, "--range", "X:1")[0] == 2
     assert run_cli("verify", m, m, "--engine", "tensorrt")[0] == 2
     assert run_cli("verify", m, tmp_path / "missing.onnx")[0] == 4
@@ -280,6 +328,14 @@ def test_exit_codes_for_bad_usage_and_bad_input(tmp_path):
     assert run_cli("verify", m, m, "--inputs", tmp_path / "bad.npz")[0] == 4
     np.savez(tmp_path / "shape.npz", X=np.zeros((2, 3, 4), np.float32))
     assert run_cli("verify", m, m, "--inputs", tmp_path / "shape.npz")[0] == 4
+    # sizes are estimated before anything is allocated; given lengths are checked against T
+    code, out = run_cli("verify", m, m, "--dim", f"X:0={1 << 40}")
+    assert code == 2  # X:0 is static in this model
+    recurrent_model(tmp_path / "d.onnx", "LSTM", seq_lens=True, dynamic=True)
+    d = tmp_path / "d.onnx"
+    assert run_cli("verify", d, d, "--dim", f"T={1 << 40}")[0] == 4
+    np.savez(tmp_path / "lens.npz", X=np.zeros((5, 2, 4), np.float32), sequence_lens=np.array([6, 1], np.int32))
+    assert run_cli("verify", d, d, "--inputs", tmp_path / "lens.npz")[0] == 4
     # an engine that cannot run a model it was asked for explicitly
     code, out = run_cli("verify", FIXTURES / "gru14_layout1.onnx", FIXTURES / "gru14_layout1.onnx",
                         "--engine", "onnxruntime")
@@ -317,3 +373,36 @@ def test_api_report_and_module_stay_usable(tmp_path):
     for key in ("max_abs", "max_rel", "mean_abs", "n_bad", "frac_bad", "worst_index", "nan", "inf", "atol", "rtol"):
         assert key in out
     assert callable(verify) and verify.Check is not None  # `rnnconv.verify(...)` and `rnnconv.verify.Check`
+
+
+def test_ir_reference_against_onnx_candidate_with_dynamic_dims(tmp_path):
+    """Inputs of an IR reference take their symbol names and valid ranges from the ONNX side."""
+    from rnnconv.to_openvino import to_openvino
+
+    src = FIXTURES / "lstm7_batch_first.onnx"
+    to_openvino(str(src), str(tmp_path / "m.xml"))
+    report = rnnconv.verify(str(tmp_path / "m.xml"), str(src), engine="all", dims={"batch": 2, "seq": 7})
+    assert report.ok, report.lines()
+    assert report.inputs[0][0]["shape"] == [2, 7, 4]
+    assert report.baseline == "reference[rnnconv]"
+
+
+def test_openvino_bfloat16_inputs_and_outputs_keep_their_bits():
+    """OpenVINO's Python API types bf16 tensors as float16 arrays: values must be moved as bits."""
+    pytest.importorskip("openvino")
+    path = str(FIXTURES / "gru22_bfloat16.onnx")
+    report = rnnconv.verify(path, path, candidate_engine="openvino")
+    assert report.ok, report.lines()
+    assert report.checks[0].outputs[0].atol == verify.TOLERANCES["bfloat16"][0]
+
+
+def test_time_axis_followed_to_the_graph_outputs(tmp_path):
+    """Per-step errors need the time axis of each output: through Squeeze and a MatMul head, and in IR Y."""
+    assert verify.time_axes(verify.open_model(str(FIXTURES / "lstm14_squeeze_head.onnx"))) == {"logits": 0}
+    assert verify.time_axes(verify.open_model(str(FIXTURES / "lstm14_layout1.onnx"))) == {"Y": 1}
+    recurrent_model(tmp_path / "t.onnx", "GRU", transpose_y=True)
+    assert verify.time_axes(verify.open_model(str(tmp_path / "t.onnx"))) == {"Y": 2}
+    from rnnconv.to_openvino import to_openvino
+
+    to_openvino(str(FIXTURES / "gru7_forward.onnx"), str(tmp_path / "m.xml"))
+    assert verify.time_axes(verify.open_model(str(tmp_path / "m.xml"))) == {"Y": 0}

@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from rnnconv.cli.options import emit_report, json_option
+from rnnconv.cli.options import emit_report, force_option, json_option
 from rnnconv.errors import EXIT_VERIFY
 
 ENGINE_CHOICES = click.Choice(["rnnconv", "onnxruntime", "openvino", "all"])
@@ -37,15 +37,17 @@ ENGINE_CHOICES = click.Choice(["rnnconv", "onnxruntime", "openvino", "all"])
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Draw the error per time step of recurrent outputs to a PNG (needs matplotlib).")
 @json_option
+@force_option
 def command(reference, candidate, engine, ref_engine, cand_engine, seed, ranges, dims, inputs, runs, save_inputs,
-            save_outputs, atol, rtol, plot, as_json):
+            save_outputs, atol, rtol, plot, as_json, force):
     """Run REFERENCE and CANDIDATE (ONNX .onnx or OpenVINO IR .xml) on the same inputs and compare every output.
 
     Outputs are matched by name and their shapes must match exactly. Every run is compared with the baseline:
     REFERENCE in its (first) engine. An element is bad when |cand - ref| > atol + rtol * |ref|; default
     tolerances by dtype: float64 1e-7, float32 1e-5, float16 2e-3, bfloat16 2e-2 (atol and rtol alike).
 
-    Exit 0 when they agree, 1 when they do not.
+    Exit 0 when they agree, 1 when they do not, 2 on a usage error, 3 when an engine asked for by name cannot
+    run a model (see `rnnconv check`), 4 on a bad model or inputs file.
 
     Example: rnnconv verify fixtures/lstm7_peepholes.onnx lstm.xml --engine all
     """
@@ -57,7 +59,7 @@ def command(reference, candidate, engine, ref_engine, cand_engine, seed, ranges,
         reference, candidate, engine=engine, reference_engine=ref_engine, candidate_engine=cand_engine, seed=seed,
         ranges=verify.parse_ranges(ranges), dims=verify.parse_dims(dims), inputs=inputs, runs=runs,
         atol=_tolerances(a_glob, a_per), rtol=_tolerances(r_glob, r_per), save_inputs=save_inputs,
-        save_outputs=save_outputs, plot=plot)
+        save_outputs=save_outputs, plot=plot, force=force)
     emit_report(report, as_json)
     if not report.ok:
         sys.exit(EXIT_VERIFY)  # click's non-standalone main swallows click's own Exit
