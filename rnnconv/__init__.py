@@ -18,6 +18,7 @@ _API = {
     "convert_layout": "rnnconv.layout",
     "from_openvino": "rnnconv.from_openvino",
     "verify": "rnnconv.verify",
+    "to_openvino": "rnnconv.to_openvino",
 }
 
 __all__ = [*_API, "__version__"]
@@ -27,5 +28,5 @@ def __getattr__(name: str):
     if name in _API:
         module = importlib.import_module(_API[name])
         # rnnconv.verify is a callable module: keep the module so `from rnnconv import verify` still works.
-        return module if module.__name__ == f"rnnconv.{name}" else getattr(module, name)
+        return module if callable(module) else getattr(module, name)
     raise AttributeError(f"module 'rnnconv' has no attribute {name!r}")

@@ -1,9 +1,9 @@
 """`to_openvino`: ONNX recurrent models to OpenVINO IR v11 (.xml + .bin), verified before anything is written.
 
-Verification: each recurrent node alone (ONNX engine vs the IR interpreter), then the whole model (ONNX engine vs
-IR interpreter, and the real OpenVINO runtime at f32 when the package is installed). A mismatch raises
-VerificationFailed and leaves no file behind: the IR is written to temporary files in the target folder and
-renamed into place only after every check passed.
+Verification: each recurrent node alone (rnnconv's ONNX engine vs the IR interpreter), then the whole model (the
+source in onnxruntime, or the engine where onnxruntime cannot run it, vs the IR interpreter and, when the package
+is installed, the real OpenVINO runtime at f32). A mismatch raises VerificationFailed and leaves no file behind:
+the IR is written to temporary files in the target folder and renamed into place only after every check passed.
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 
 def to_openvino(model_or_path, out_xml=None, *, fp16: bool = False, verify: bool = True,
                 atol: Optional[float] = None, rtol: Optional[float] = None, seed: int = 0, force: bool = False,
-                runtime: Optional[bool] = None) -> verification.Report:
+                runtime: Optional[bool] = None, isolate: bool = False) -> verification.Report:
     """Convert; verify (unless verify=False); write `out_xml` and its .bin (when given). Returns the report.
 
     `runtime`: also run the real OpenVINO runtime (default: when the openvino package is importable).
+    `isolate`: run it in a child process, so a crash of the OpenVINO plugin (seen in 2026.4 on some graphs)
+    becomes a failed check instead of ending this process (the CLI does this; it costs about a second).
     """
     model = io.load(model_or_path)
     report = verification.Report(command="to-openvino")
@@ -42,9 +44,6 @@ def to_openvino(model_or_path, out_xml=None, *, fp16: bool = False, verify: bool
                         else ())
     conversion = ov_convert.convert(model, fp16=fp16)
     report.rewrites.extend(conversion.rewrites)
-    for rn in conversion.recurrent:
-        report.rewrites.append({"node": rn.name, "what": f"{rn.op}-{rn.version} (layout {rn.layer.layout}, "
-                                                         f"{rn.layer.direction}) -> {rn.op}Sequence-5"})
     xml_bytes, bin_bytes = ovir.serialize(conversion.graph)
     if not verify:
         report.verified = "none"
@@ -53,7 +52,8 @@ def to_openvino(model_or_path, out_xml=None, *, fp16: bool = False, verify: bool
         if verify:
             for rn in conversion.recurrent:
                 report.checks.append(_check_node(model, rn, fp16, seed, *tol))
-            report.checks.extend(_check_model(model, conversion.graph, tmp_xml, seed, *tol, runtime=runtime))
+            report.checks.extend(_check_model(model, conversion.graph, tmp_xml, seed, *tol, runtime=runtime,
+                                              isolate=isolate))
             if not report.ok:
                 raise VerificationFailed("to-openvino: " + report.verdict(), report)
         if out is not None:
@@ -102,6 +102,25 @@ def feeds_for(model: ir.Model, seed: int = 0) -> dict[str, np.ndarray]:
     recurrent = onnx_recurrent.find(model)
     roles: dict[str, dict[int, str]] = {}
     lengths: dict[str, int] = {}
+    dims = {"T": verification.DEFAULT_DIM["sequence"], "N": verification.DEFAULT_DIM["batch"]}
+    # A symbolic batch dim of X takes the static batch of the node's initial states (PyTorch exports pair a
+    # dynamic x with a fixed-size h0).
+    for rn in recurrent:
+        x = rn.inputs["X"]
+        n_axis = 0 if rn.layer.layout == 1 else 1
+        sym = _symbol(x, n_axis)
+        # One size per symbol across all inputs (h0 may share X's batch symbol).
+        if sym is not None:
+            dims.setdefault(sym, verification.DEFAULT_DIM["batch"])
+        t_sym = _symbol(x, 1 - n_axis)
+        if t_sym is not None:
+            dims.setdefault(t_sym, verification.DEFAULT_DIM["sequence"])
+        for state in ("initial_h", "initial_c"):
+            v = rn.inputs.get(state)
+            if sym is not None and v is not None and v.shape is not None and len(v.shape) == 3:
+                b = v.shape[0 if rn.layer.layout == 1 else 1]
+                if isinstance(b, int):
+                    dims[sym] = b
     for rn in recurrent:
         x = rn.inputs["X"]
         batch_axis, seq_axis = (0, 1) if rn.layer.layout == 1 else (1, 0)
@@ -109,34 +128,79 @@ def feeds_for(model: ir.Model, seed: int = 0) -> dict[str, np.ndarray]:
         lens = rn.inputs.get("sequence_lens")
         if lens is not None:
             t = x.shape[seq_axis] if x.shape is not None else None
-            lengths[lens.name] = t if isinstance(t, int) else _sym_dim(t)
-    dims = {"T": verification.DEFAULT_DIM["sequence"], "N": verification.DEFAULT_DIM["batch"]}
+            lengths[lens.name] = t if isinstance(t, int) else dims.get(_symbol(x, seq_axis),
+                                                                        verification.DEFAULT_DIM["sequence"])
     return verification.random_inputs(model, seed=seed, dims=dims, roles=lambda v: roles.get(v.name, {}),
                                       lengths=lengths)
 
 
-def _sym_dim(d) -> int:
-    return verification.DEFAULT_DIM["sequence"]
+def _symbol(value, axis):
+    if value is None or value.shape is None or len(value.shape) <= axis:
+        return None
+    d = value.shape[axis]
+    return None if isinstance(d, int) else getattr(d, "value", None)
+
+
+_CORE = []
 
 
 def _ov_run(xml_path: Path, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     import openvino as ov
 
-    core = ov.Core()
+    if not _CORE:
+        _CORE.append(ov.Core())  # creating a Core costs more than compiling a small model
+    core = _CORE[0]
     compiled = core.compile_model(core.read_model(str(xml_path)), "CPU", OV_CONFIG)
     request = compiled.create_infer_request()
     names = {}
     for port in compiled.inputs:
         for n in port.get_names():
             names[n] = port
-    inputs = {names[k]: np.ascontiguousarray(v) for k, v in feeds.items() if k in names}
+    inputs = {}
+    for k, v in feeds.items():
+        if k in names:
+            v = np.asarray(v, order="C")
+            # OpenVINO's Python API takes bfloat16 as its bits, and hands bf16 outputs back as float16 bits.
+            inputs[names[k]] = ov.Tensor(v.view(np.uint16), list(v.shape), ov.Type.bf16) \
+                if v.dtype.name == "bfloat16" else v
     result = request.infer(inputs)
     out = {}
     for port in compiled.outputs:
-        value = result[port]
+        value = np.asarray(result[port])
+        if port.get_element_type() == ov.Type.bf16:
+            value = value.view(np.uint16).view(ovir.numpy_dtype("bf16"))
         for n in port.get_names():
-            out[n] = np.asarray(value)
+            out[n] = value
     return out
+
+
+class _RuntimeCrash(Exception):
+    pass
+
+
+def _ov_run_isolated(xml_path: Path, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """_ov_run in a child process; our own pickles in our own temporary folder carry feeds and results."""
+    import pickle
+    import subprocess
+    import sys
+
+    folder = Path(xml_path).parent
+    feeds_file, out_file = folder / "feeds.pkl", folder / "outputs.pkl"
+    feeds_file.write_bytes(pickle.dumps(dict(feeds)))
+    code = ("import pickle, sys; from pathlib import Path; from rnnconv.to_openvino import _ov_run; "
+            "feeds = pickle.loads(Path(sys.argv[2]).read_bytes()); "
+            "Path(sys.argv[3]).write_bytes(pickle.dumps(_ov_run(Path(sys.argv[1]), feeds)))")
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, str(xml_path), str(feeds_file), str(out_file)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0 or not out_file.exists():
+            tail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            raise _RuntimeCrash(f"the OpenVINO runtime failed on this IR ({tail})")
+        return pickle.loads(out_file.read_bytes())
+    finally:
+        for f in (feeds_file, out_file):
+            with contextlib.suppress(OSError):
+                f.unlink()
 
 
 def _have_openvino() -> bool:
@@ -147,22 +211,45 @@ def _have_openvino() -> bool:
     return True
 
 
-def _check_model(model, graph, xml_path, seed, atol, rtol, *, runtime=None) -> list:
-    from rnnconv.engine.graph import run_onnx
+def _check_model(model, graph, xml_path, seed, atol, rtol, *, runtime=None, isolate=False) -> list:
     from rnnconv.engine.ir_graph import run_ir
 
     feeds = feeds_for(model, seed)
     names = [v.name for v in model.graph.outputs]
-    ref = run_onnx(model, feeds, precision="float64")
+    ref, ref_name = _reference(model, feeds)
     dtypes = _output_dtypes(model)
-    checks = [_compare("whole model", "onnx engine vs IR interpreter (float64)", ref,
+    checks = [_compare("whole model", f"{ref_name} vs IR interpreter (float64)", ref,
                        run_ir(graph, feeds, "float64"), names, atol, rtol, dtypes)]
     if runtime is None:
         runtime = _have_openvino()
     if runtime:
-        checks.append(_compare("whole model", "onnx engine vs OpenVINO runtime (CPU, f32)", ref,
-                               _ov_run(xml_path, feeds), names, atol, rtol, dtypes))
+        engines = f"{ref_name} vs OpenVINO runtime (CPU, f32)"
+        try:
+            got = _ov_run_isolated(xml_path, feeds) if isolate else _ov_run(xml_path, feeds)
+        except _RuntimeCrash as err:
+            check = verification.Check("whole model", engines, [verification.OutputComparison(
+                n, (), float("inf"), float("inf"), float("inf"), 1, 1.0, None, problem=str(err)) for n in names])
+            checks.append(check)
+            return checks
+        checks.append(_compare("whole model", engines, ref, got, names, atol, rtol, dtypes))
     return checks
+
+
+def _reference(model, feeds) -> tuple[dict, str]:
+    """The source model's outputs: onnxruntime when it runs the model, else rnnconv's engine.
+
+    onnxruntime first because rnnconv's engine uses onnx's ReferenceEvaluator for non-recurrent ops, which has
+    its own errors (measured: Softmax before opset 13 normalized over one axis, not the 2-D flattening).
+    onnxruntime cannot run layout 1, GRU-1/3, LSTM-1, RNN-1 or float64 recurrent nodes: those use the engine.
+    """
+    try:
+        sess = io.onnxruntime_session(model)
+        out = sess.run(None, dict(feeds))
+        return dict(zip([o.name for o in sess.get_outputs()], out)), "onnxruntime"
+    except Exception:
+        from rnnconv.engine.graph import run_onnx
+
+        return run_onnx(model, feeds, precision="float64"), "onnx engine"
 
 
 def _output_dtypes(model: ir.Model) -> dict:
@@ -184,8 +271,8 @@ def _compare(subject, engines, ref, cand, names, atol, rtol, dtypes):
             continue
         r, c = np.asarray(ref[n]), np.asarray(cand[n])
         dt = dtypes.get(n, np.dtype(np.float32))
-        a_def, r_def = verification.default_tolerances(dt if dt.kind == "f" and dt.itemsize < 4 else np.float32)
-        if r.dtype.kind == "f":
+        a_def, r_def = verification.default_tolerances(dt if ovir.is_float(dt) and dt.itemsize < 4 else np.float32)
+        if ovir.is_float(r.dtype):
             r, c = r.astype(np.float64), c.astype(np.float64)
         outputs.append(verification.compare(n, r, c, atol if atol is not None else a_def,
                                             rtol if rtol is not None else r_def))

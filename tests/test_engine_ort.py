@@ -257,8 +257,7 @@ def _refused_by_onnxruntime(kind, feeds, attributes):
         ("GRU", {"activations": ["Sigmoid", "Tanh"], "direction": "bidirectional"}, "needs 4 activations"),
         ("LSTM", {"activations": ["Sigmoid", "Tanh"]}, "needs 3 activations"),
         ("GRU", {"activations": ["Sigmoid", "Softmax"]}, "unknown activation 'Softmax'"),
-        ("LSTM", {"clip": 0.0}, "clip must be > 0"),
-        ("GRU", {"clip": -1.0}, "clip must be > 0"),
+        ("GRU", {"clip": -1.0}, "clip must be >= 0"),
         ("LSTM", {"hidden_size": 3}, "W has shape"),
     ],
 )
@@ -273,6 +272,23 @@ def test_refuses_what_onnxruntime_refuses(kind, attributes, message):
     _refused_by_onnxruntime(kind, feeds, attributes)
     with pytest.raises(BadInput, match=message):
         KERNELS[kind](**feeds, **attributes)
+
+
+def test_clip_zero_is_a_real_clip():
+    """clip=0 bounds every pre-activation to 0 (spec); onnxruntime's RNN computes it (its GRU/LSTM refuse it)."""
+    rng = np.random.default_rng(3)
+    feeds = {"X": rng.standard_normal((3, 2, 2)).astype(np.float32),
+             "W": rng.standard_normal((1, 4, 2)).astype(np.float32),
+             "R": rng.standard_normal((1, 4, 4)).astype(np.float32)}
+    attributes = {"hidden_size": 4, "clip": 0.0, "activations": ["Affine"], "activation_alpha": [1.0],
+                  "activation_beta": [0.25]}
+    expected = ort_run("RNN", 14, feeds, attributes)
+    got = KERNELS["RNN"](**feeds, **attributes)
+    np.testing.assert_allclose(got[0], expected[0], atol=1e-6)
+    assert np.all(got[0] == np.float32(0.25))
+    with pytest.raises(Exception):
+        ort_run("LSTM", 14, {**feeds, "W": np.zeros((1, 16, 2), np.float32), "R": np.zeros((1, 16, 4), np.float32)},
+                {"hidden_size": 4, "clip": 0.0})
 
 
 def test_refuses_what_onnxruntime_truncates():

@@ -40,5 +40,5 @@ def run_reported(fn, as_json: bool):
         if failure.report is not None:
             emit_report(failure.report, as_json, err=not as_json)
         raise
-    emit_report(result.report, as_json)
+    emit_report(getattr(result, "report", result), as_json)  # a Result, or a bare Report
     return result

@@ -45,7 +45,7 @@ def run_ir(graph: Union[ovir.IRGraph, str, os.PathLike], feeds: Mapping[str, np.
 
 def _float(x, fdt):
     x = np.asarray(x)
-    return x.astype(fdt) if x.dtype.kind == "f" else x
+    return x.astype(fdt) if ovir.is_float(x.dtype) else x
 
 
 def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None = None):
@@ -69,7 +69,7 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
                     raise BadInput(f"no value fed for IR Parameter {name!r}")
                 value = np.asarray(feeds[name])
                 want = ovir.numpy_dtype(layer.attrs.get("element_type", layer.outputs[0].element_type))
-                value = value.astype(want) if want.kind != "f" else value
+                value = value.astype(want) if not ovir.is_float(want) else value
             results = [_float(value, fdt)]
         elif layer.type == "Const":
             results = [_float(layer.value, fdt)]
@@ -142,6 +142,11 @@ def _compare(layer, a, fdt):
     return f(a[0], a[1])
 
 
+@kernel("LogicalNot")
+def _logical_not(layer, a, fdt):
+    return np.logical_not(a[0])
+
+
 @kernel("Select")
 def _select(layer, a, fdt):
     """Select-1: numpy broadcast of cond, then, else."""
@@ -158,6 +163,28 @@ def _erf(layer, a, fdt):
     import math
 
     return np.vectorize(math.erf, otypes=[a[0].dtype])(a[0])
+
+
+@kernel("PRelu")
+def _prelu(layer, a, fdt):
+    """PRelu-1: x where x >= 0, else slope * x (slope broadcast along the channel axis; scalar here)."""
+    x, slope = a
+    return np.where(x >= 0, x, x * slope).astype(x.dtype)
+
+
+@kernel("Tile")
+def _tile(layer, a, fdt):
+    """Tile-1: repeats per axis, aligned from the last axis like numpy.tile."""
+    return np.tile(a[0], _ints(a[1]))
+
+
+@kernel("Range")
+def _range(layer, a, fdt):
+    """Range-4: ceil((stop - start) / step) elements of output_type."""
+    dt = ovir.numpy_dtype(layer.attrs.get("output_type", "f32"))
+    start, stop, step = (np.asarray(v).reshape(-1)[0] for v in a)
+    out = np.arange(start, stop, step)
+    return out.astype(fdt if ovir.is_float(dt) else dt)
 
 
 @kernel("SoftPlus")
@@ -188,11 +215,11 @@ def _convert(layer, a, fdt):
     """Convert-1: floating destinations compute in the interpreter's precision."""
     dst = ovir.numpy_dtype(layer.attrs["destination_type"])
     x = a[0]
-    if dst.kind == "f":
+    if ovir.is_float(dst):
         if fdt == np.float64:
             return x.astype(np.float64)
         return x.astype(dst).astype(fdt) if dst.itemsize < 4 else x.astype(fdt)
-    if x.dtype.kind == "f" and dst.kind in "iu":
+    if ovir.is_float(x.dtype) and dst.kind in "iu":
         return np.trunc(x).astype(dst)
     return x.astype(dst)
 

@@ -276,9 +276,10 @@ def run_onnx_node(
         raise BadInput(f"{kind}: direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
     if layout not in (0, 1):
         raise BadInput(f"{kind}: layout must be 0 or 1, got {layout}")
-    if clip is not None and not clip > 0:
-        # ONNX gives no meaning to a threshold <= 0 (onnxruntime refuses it; OpenVINO reads 0 as no clip).
-        raise BadInput(f"{kind}: clip must be > 0, got {clip}")
+    if clip is not None and not clip >= 0:
+        # The spec bounds pre-activations to [-clip, clip]: 0 is a real clip (onnxruntime's RNN computes it,
+        # its GRU/LSTM refuse it; OpenVINO reads 0 as "no clip"), a negative bound has no meaning.
+        raise BadInput(f"{kind}: clip must be >= 0, got {clip}")
     if X.ndim != 3:
         raise BadInput(f"{kind}: X must have 3 dimensions, got shape {list(X.shape)}")
     if X.dtype.name not in FLOAT_TYPES:

@@ -3,9 +3,10 @@
 Recurrent mapping (ONNX LSTM/GRU/RNN, onnx.ai/onnx/operators/onnx__LSTM.html etc.; OpenVINO LSTMSequence-5,
 GRUSequence-5, RNNSequence-5): X [T,N,I] (layout 0) is transposed to [N,T,I], states [D,N,H] to [N,D,H], Y comes
 back from [N,D,T,H] to the source layout; W/R are reordered to OpenVINO's gate order and B folded
-(see `gates`); absent inputs become zeros / full lengths. Constructs the Sequence ops cannot express are either
-rewritten into an equivalent form (per-direction activations: two single-direction ops and a Concat) or refused
-with `Unsupported` naming node, construct and why; none is ever dropped.
+(see `gates`); absent inputs become zeros / full lengths. Constructs the Sequence ops cannot express are never
+dropped: different activations per direction become two single-direction ops and a Concat; peepholes,
+input_forget, other activations, clip 0 (and sequence_lens with dynamic dims, which OpenVINO's CPU plugin ignores)
+become an explicit recurrence (`lowering`); what neither can do raises `Unsupported` naming node, construct, why.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.dialects.openvino import gates, lowering, ops
+from rnnconv.dialects.openvino import gates, ir_passes, lowering, ops
 from rnnconv.dialects.openvino.ir import IRGraph, Out, element_type_of, numpy_dtype
 from rnnconv.errors import BadInput, Unsupported
 
@@ -52,11 +53,6 @@ def check_supported(model: ir.Model) -> list[onnx_recurrent.RecurrentNode]:
     if bad_ops:
         problems.append(f"op type(s) with no OpenVINO mapping: {', '.join(bad_ops)}")
     recurrent = onnx_recurrent.find(model)
-    for rn in recurrent:
-        why = _inexpressible(rn)
-        if why and not _splittable(rn) and not rn.layer.weights_constant:
-            problems.append(f"{rn.op} node {rn.name!r}: " + "; ".join(why) + " (an explicit TensorIterator "
-                            "recurrence would express it, but needs constant weights; W/R/B/P are computed here)")
     if problems:
         raise Unsupported(
             "cannot convert to OpenVINO IR without changing the numbers: " + " | ".join(problems)
@@ -118,11 +114,22 @@ def convert(model: ir.Model, *, fp16: bool = False) -> Conversion:
             if value.name not in out.port.names:
                 out.port.names.append(value.name)
 
+    used: set[tuple[int, int]] = set()
     for value in model.graph.outputs:
         if value.name not in ctx.values:
             raise BadInput(f"graph output {value.name!r} is produced by no node")
         out = ctx.values[value.name]
-        g.result(out, name=f"{value.name}/sink_port_0")
+        if out.layer.type == "Parameter" or (out.layer.id, out.index) in used:
+            # An output aliasing an input or another output gets a port of its own: OpenVINO moves a shared
+            # port's names to one side (measured: Parameter -> Result lost the input's name).
+            if value.name in out.port.names:
+                out.port.names.remove(value.name)
+            out = g.op("Convert", out, destination_type=out.element_type)
+            out.port.names.append(value.name)
+        used.add((out.layer.id, out.index))
+        g.result(out, name=f"{value.name}/sink_port_0", output_name=value.name)
+    ir_passes.fold_transposes(g)
+    ir_passes.remove_dead(g)  # e.g. ONNX-order weights replaced by their reordered copies
     return Conversion(g, rewrites, recurrent)
 
 
@@ -141,6 +148,7 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
     g, layer = ctx.g, rn.layer
     kind, D, H = rn.op, layer.num_directions, layer.hidden_size
     label = f"{kind} node {rn.name!r}"
+    head = f"{kind}-{rn.version} (layout {layer.layout}, {layer.direction})"
     x = ctx.values[rn.inputs["X"].name]
     if x.dims is None or len(x.dims) != 3:
         raise BadInput(f"{label}: X must be 3-D")
@@ -167,7 +175,8 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
         if N >= 0:
             return g.const(np.zeros((N, D, H), dtype=fdt))
         target = g.op("Concat", x_dim(0), ctx.i64([D, H]), axis=0)
-        return g.op("Broadcast", g.const(np.zeros((), dtype=fdt)), target, mode="numpy", version="opset3")
+        return g.add("Broadcast", [g.const(np.zeros((), dtype=fdt)), target], {"mode": "numpy"}, version="opset3",
+                     outputs=[(ftype, [N, D, H])])[0]
 
     why = _inexpressible(rn)
     dynamic = N < 0 or T < 0
@@ -182,24 +191,24 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
     else:
         # Also for static dims when lowering: the OpenVINO 2026.4 CPU plugin crashed compiling two
         # TensorIterators fed a constant lengths tensor (measured, bidirectional static RNN/GRU).
-        lens = g.op("Broadcast", x_dim(1), x_dim(0), mode="numpy", version="opset3")
+        lens = g.add("Broadcast", [x_dim(1), x_dim(0)], {"mode": "numpy"}, version="opset3",
+                     outputs=[("i64", [N])])[0]
 
     if lower:
         # OpenVINO's CPU plugin ignores sequence_lengths with dynamic shapes: the explicit recurrence is exact.
         reason = "; ".join(why) if why and not _splittable(rn) else \
             "sequence_lens with dynamic dims (ignored by the OpenVINO CPU plugin in Sequence ops)"
-        if not layer.weights_constant:
-            raise Unsupported(f"{label}: {reason}; the TensorIterator lowering rnnconv would use needs constant "
-                              "weights (W/R/B are computed at run time here): make them initializers, or give the "
-                              "model static batch and sequence dims")
-        rewrites.append({"node": rn.name, "what": f"{reason} -> explicit recurrence (TensorIterator per direction)"})
-        seq = lowering.lowered_sequence(g, layer, x_ov, h0, c0, lens, lens_given, fdt, ctx.i64)
+        rewrites.append({"node": rn.name, "what": f"{head}: {reason} -> explicit recurrence (TensorIterator per "
+                                                  "direction)"})
+        onnx_weights = None if layer.weights_constant else {
+            k: ctx.values[rn.inputs[k].name] for k in ("W", "R", "B", "P") if rn.inputs.get(k) is not None}
+        seq = lowering.lowered_sequence(g, layer, x_ov, h0, c0, lens, lens_given, fdt, ctx.i64, onnx_weights)
         return _outputs(ctx, rn, seq)
     W, R, B = _sequence_weights(ctx, rn, fdt, fp16)
     split = len(why) > 0  # only per-direction activations reach here
     if split:
-        rewrites.append({"node": rn.name, "what": "bidirectional with different activations per direction -> "
-                                                  "forward and reverse " + gates.SEQUENCE_OP[kind] + " + Concat"})
+        rewrites.append({"node": rn.name, "what": f"{head}: different activations per direction -> forward and "
+                                                  f"reverse {gates.SEQUENCE_OP[kind]}-5 + Concat"})
         parts = []
         pieces = {k: (g.add("Split", [t, ctx.i64(0 if k in "WRB" else 1)], {"num_splits": 2})
                       if t.const is None else None) for k, t in (("W", W), ("R", R), ("B", B))}
@@ -216,6 +225,7 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
         args = [x_ov, h0] + ([c0] if c0 is not None else []) + [lens, W, R, B]
         seq = g.add(gates.SEQUENCE_OP[kind], args, gates.attributes(layer), version=gates.VERSION,
                     name=rn.name or None)
+        rewrites.append({"node": rn.name, "what": f"{head} -> {gates.SEQUENCE_OP[kind]}-5"})
     return _outputs(ctx, rn, seq)
 
 

@@ -37,6 +37,12 @@ ELEMENT_TYPES = {
     "u8": ("U8", np.dtype("uint8")),
     "boolean": ("BOOL", np.dtype("bool")),
 }
+try:  # bfloat16 through ml_dtypes (a dependency of rnnconv), as onnx_ir holds it
+    import ml_dtypes
+
+    ELEMENT_TYPES["bf16"] = ("BF16", np.dtype(ml_dtypes.bfloat16))
+except ImportError:  # pragma: no cover
+    pass
 PRECISION_TO_TYPE = {p: t for t, (p, _) in ELEMENT_TYPES.items()}
 
 
@@ -46,6 +52,12 @@ def element_type_of(dtype) -> str:
         if d == dtype:
             return t
     raise BadInput(f"no OpenVINO element type for numpy dtype {dtype}")
+
+
+def is_float(dtype) -> bool:
+    """numpy floating types and bfloat16 (kind 'V' in ml_dtypes)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
 def numpy_dtype(element_type: str) -> np.dtype:
@@ -76,6 +88,8 @@ class IRLayer:
     body: Optional["IRGraph"] = None  # TensorIterator / Loop body
     port_map: list[tuple[str, dict[str, str]]] = dataclasses.field(default_factory=list)  # ("input"|"output", attrs)
     back_edges: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    # Attributes of the <layer> element itself beyond id/name/type/version (Result: output_names).
+    element_attrs: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +160,7 @@ class IRGraph:
             array = array.astype(numpy_dtype(element_type))
         et = element_type_of(array.dtype)
         layer = self._new("Const", "opset1", name, {"element_type": et, "shape": ", ".join(map(str, array.shape))})
-        layer.value = np.ascontiguousarray(array)
+        layer.value = np.array(array, order="C", copy=True)
         layer.outputs.append(Port(0, et, list(array.shape)))
         return Out(layer, 0)
 
@@ -169,8 +183,12 @@ class IRGraph:
         """`add` for single-output operations, attributes as keywords."""
         return self.add(type_, inputs, attrs, version=version, name=name)[0]
 
-    def result(self, src: Out, name: Optional[str] = None) -> IRLayer:
+    def result(self, src: Out, name: Optional[str] = None, output_name: Optional[str] = None) -> IRLayer:
+        """A Result; `output_name` says which of the port's tensor names this output is (as ov.save_model
+        writes it), needed when one port carries several names."""
         layer = self._new("Result", "opset1", name, None)
+        if output_name is not None:
+            layer.element_attrs["output_names"] = output_name
         layer.inputs.append(Port(0, src.element_type, None if src.dims is None else list(src.dims)))
         self.edges.append(Edge(src.layer.id, src.port.id, layer.id, 0))
         return layer
@@ -222,6 +240,9 @@ class IRGraph:
         producers, by_id = self.producers(), self.by_id()
         names = []
         for res in self.results():
+            if "output_names" in res.element_attrs:
+                names.append(_split_names(res.element_attrs["output_names"])[0])
+                continue
             src = producers.get((res.id, 0))
             port = _port(by_id[src[0]].outputs, src[1]) if src else None
             names.append(port.names[0] if port is not None and port.names else res.name)
@@ -300,8 +321,9 @@ def _write_body(graph: IRGraph, lines: list[str], place, depth: int) -> None:
             data = np.ascontiguousarray(layer.value).tobytes()
             attrs["offset"] = str(place(data))
             attrs["size"] = str(len(data))
+        extra = "".join(f" {k}={quoteattr(v)}" for k, v in layer.element_attrs.items())
         lines.append(f"{ind}\t<layer id=\"{layer.id}\" name={quoteattr(layer.name)} type={quoteattr(layer.type)} "
-                     f"version={quoteattr(layer.version)}>")
+                     f"version={quoteattr(layer.version)}{extra}>")
         if attrs or layer.type in ("Parameter", "Const"):
             text = " ".join(f"{k}={quoteattr(v)}" for k, v in attrs.items())
             lines.append(f"{ind}\t\t<data {text} />")
@@ -479,6 +501,7 @@ def _read_body(net: _Element, bin_bytes: bytes, where: str) -> IRGraph:
         body = el.find("body")
         if body is not None:
             layer.body = _read_body(body, bin_bytes, where)
+        layer.element_attrs = {k: v for k, v in el.attrib.items() if k not in ("id", "name", "type", "version")}
         graph.layers.append(layer)
         graph._names.add(layer.name)
     edges_el = net.find("edges")

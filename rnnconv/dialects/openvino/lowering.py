@@ -16,6 +16,8 @@ its own length.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from rnnconv.dialects.openvino.ir import IRGraph, IRLayer, Out, Port
@@ -56,13 +58,28 @@ def _act(b: IRGraph, a, x: Out, dt) -> Out:
     raise Unsupported(f"activation {name} has no OpenVINO lowering")
 
 
-def _cell_body(layer: Layer, d: int, I: int, dt) -> tuple[IRGraph, dict[str, int]]:
-    """One step of direction d: Parameters x_t [N,1,I], h [N,H], (c [N,H]), t [1], lens [N];
-    Results h_next, (c_next), t_next (back edges) and y_t [N,1,H] (concatenated)."""
+def _cell_body(layer: Layer, d: int, I: int, dt, external: bool) -> tuple[IRGraph, dict]:
+    """One step of direction d: Parameters x_t [N,1,I], h [N,H], (c [N,H]), t [1], lens [N] (and, with
+    `external`, one invariant Parameter per weight tensor and gate); Results h_next, (c_next), t_next (back edges)
+    and y_t [N,1,H] (concatenated)."""
     kind, H = layer.kind, layer.hidden_size
     cell = layer.cells[d]
     b = IRGraph("cell")
-    ids = {}
+    ids: dict = {}
+    weight_params: dict = {}
+
+    def weight(tensor: str, g: str) -> Out:
+        # Constant weights are body Consts; computed ones enter as TensorIterator invariant inputs.
+        if not external:
+            return b.const(np.asarray(getattr(cell, tensor)[g], dtype=dt))
+        if (tensor, g) not in weight_params:
+            dims = [H, I] if tensor == "W" else [H, H] if tensor == "R" else [H]
+            p = b.parameter(f"{tensor}_{g}", _et(dt), dims)
+            p.port.names.clear()
+            weight_params[(tensor, g)] = p
+            ids[(tensor, g)] = p.layer.id
+        return weight_params[(tensor, g)]
+
     xt = b.parameter("x_t", _et(dt), [-1, 1, I])
     h = b.parameter("h_prev", _et(dt), [-1, H])
     c = b.parameter("c_prev", _et(dt), [-1, H]) if kind == "LSTM" else None
@@ -82,12 +99,13 @@ def _cell_body(layer: Layer, d: int, I: int, dt) -> tuple[IRGraph, dict[str, int
             return v
         return b.op("Clamp", v, min=-float(layer.clip), max=float(layer.clip))
 
-    def proj(g: str, with_rb: bool = True) -> Out:
+    def proj(g: str) -> Out:
         # Xt*(Wg^T) + Ht-1*(Rg^T) + Wbg + Rbg
-        s = b.op("Add", b.op("MatMul", x, const(cell.W[g]), transpose_a=False, transpose_b=True),
-                 b.op("MatMul", h, const(cell.R[g]), transpose_a=False, transpose_b=True))
-        bias = cell.Wb[g] + (cell.Rb[g] if with_rb else 0)
-        return b.op("Add", s, const(bias))
+        s = b.op("Add", b.op("MatMul", x, weight("W", g), transpose_a=False, transpose_b=True),
+                 b.op("MatMul", h, weight("R", g), transpose_a=False, transpose_b=True))
+        if not external:
+            return b.op("Add", s, const(cell.Wb[g] + cell.Rb[g]))
+        return b.op("Add", b.op("Add", s, weight("Wb", g)), weight("Rb", g))
 
     acts = cell.activations
     c_next = None
@@ -97,17 +115,17 @@ def _cell_body(layer: Layer, d: int, I: int, dt) -> tuple[IRGraph, dict[str, int
         f, g = acts
         z = _act(b, f, clip(proj("z")), dt)
         r = _act(b, f, clip(proj("r")), dt)
-        xh = b.op("Add", b.op("MatMul", x, const(cell.W["h"]), transpose_a=False, transpose_b=True),
-                  const(cell.Wb["h"]))
+        xh = b.op("Add", b.op("MatMul", x, weight("W", "h"), transpose_a=False, transpose_b=True),
+                  weight("Wb", "h"))
         if layer.linear_before_reset:
             # ht = g(Xt*(Wh^T) + (rt (.) (Ht-1*(Rh^T) + Rbh)) + Wbh)
-            hr = b.op("Add", b.op("MatMul", h, const(cell.R["h"]), transpose_a=False, transpose_b=True),
-                      const(cell.Rb["h"]))
+            hr = b.op("Add", b.op("MatMul", h, weight("R", "h"), transpose_a=False, transpose_b=True),
+                      weight("Rb", "h"))
             pre = b.op("Add", xh, b.op("Multiply", r, hr))
         else:
             # ht = g(Xt*(Wh^T) + (rt (.) Ht-1)*(Rh^T) + Rbh + Wbh)
-            rh = b.op("MatMul", b.op("Multiply", r, h), const(cell.R["h"]), transpose_a=False, transpose_b=True)
-            pre = b.op("Add", b.op("Add", xh, rh), const(cell.Rb["h"]))
+            rh = b.op("MatMul", b.op("Multiply", r, h), weight("R", "h"), transpose_a=False, transpose_b=True)
+            pre = b.op("Add", b.op("Add", xh, rh), weight("Rb", "h"))
         hh = _act(b, g, clip(pre), dt)
         # Ht = (1 - zt) (.) ht + zt (.) Ht-1
         h_new = b.op("Add", b.op("Multiply", b.op("Subtract", const(1), z), hh), b.op("Multiply", z, h))
@@ -116,8 +134,8 @@ def _cell_body(layer: Layer, d: int, I: int, dt) -> tuple[IRGraph, dict[str, int
         P = cell.P if layer.has_peepholes else {}
 
         def peep(v: Out, gate: str, state: Out) -> Out:
-            if gate in P and np.any(P[gate]):
-                return b.op("Add", v, b.op("Multiply", const(P[gate]), state))
+            if external and layer.has_peepholes or gate in P and np.any(P[gate]):
+                return b.op("Add", v, b.op("Multiply", weight("P", gate), state))
             return v
 
         i = _act(b, f, clip(peep(proj("i"), "i", c)), dt)
@@ -151,19 +169,22 @@ def _et(dt) -> str:
     return element_type_of(dt)
 
 
-def tensor_iterator(g: IRGraph, layer: Layer, d: int, x: Out, h0: Out, c0, lens: Out, dt) -> list[Out]:
-    """TensorIterator-1 over x [N,T,I] for direction d run forward: outputs Y [N,T,H], Ho [N,H] (, Co)."""
-    if not layer.weights_constant:
-        raise Unsupported(f"{layer.kind} node {layer.name!r}: lowering to a TensorIterator needs constant weights "
-                          "(W/R/B/P are computed at run time here); make them initializers")
+def tensor_iterator(g: IRGraph, layer: Layer, d: int, x: Out, h0: Out, c0, lens: Out, dt,
+                    gate_weights: Optional[dict] = None) -> list[Out]:
+    """TensorIterator-1 over x [N,T,I] for direction d run forward: outputs Y [N,T,H], Ho [N,H] (, Co).
+
+    `gate_weights`: {(tensor, gate): Out} for weights computed at run time (invariant inputs)."""
     H = layer.hidden_size
     I = x.dims[2]
-    body, ids = _cell_body(layer, d, I, dt)
+    if I is None or I < 0:
+        raise Unsupported(f"{layer.kind} node {layer.name!r}: the explicit recurrence needs a static input size")
+    body, ids = _cell_body(layer, d, I, dt, gate_weights is not None)
     ti = IRLayer(len(g.layers), g._unique(f"{layer.name or layer.kind}/TensorIterator_{d}"), "TensorIterator",
                  "opset1")
     g.layers.append(ti)
     t0 = g.const(np.array([0], np.int64))
     sources = [("x", x), ("h", h0)] + ([("c", c0)] if c0 is not None else []) + [("t", t0), ("lens", lens)]
+    sources += [(key, gate_weights[key]) for key in ids if isinstance(key, tuple)]
     from rnnconv.dialects.openvino.ir import Edge
 
     for port_id, (key, src) in enumerate(sources):
@@ -191,10 +212,42 @@ def tensor_iterator(g: IRGraph, layer: Layer, d: int, x: Out, h0: Out, c0, lens:
     return [Out(ti, j) for j in range(len(outs))]
 
 
+def _gate_weights(g: IRGraph, layer: Layer, onnx_weights: dict, dt, i64) -> list[dict]:
+    """Per direction {(tensor, gate): Out} sliced out of ONNX W [D,G*H,I], R, B [D,2*G*H], P [D,3H] with Split
+    (ONNX gate order: LSTM i,o,f,c; GRU z,r,h; peepholes i,o,f)."""
+    from rnnconv.dialects.onnx_recurrent import GATES, PEEPHOLES
+
+    D, H = layer.num_directions, layer.hidden_size
+    gates = GATES[layer.kind]
+    out = [{} for _ in range(D)]
+
+    def per_direction(t: Out) -> list[Out]:
+        parts = [t] if D == 1 else g.add("Split", [t, i64(0)], {"num_splits": D})
+        return [g.op("Squeeze", p, i64([0])) for p in parts]
+
+    for name, names in (("W", [("W", k) for k in gates]), ("R", [("R", k) for k in gates]),
+                        ("B", [("Wb", k) for k in gates] + [("Rb", k) for k in gates]),
+                        ("P", [("P", k) for k in PEEPHOLES])):
+        t = onnx_weights.get(name)
+        for d in range(D):
+            if t is None:
+                if name == "B":
+                    for key in names:
+                        out[d][key] = g.const(np.zeros((H,), dtype=dt))
+                continue
+            pieces = g.add("Split", [per_direction(t)[d], i64(0)], {"num_splits": len(names)})
+            for key, piece in zip(names, pieces):
+                out[d][key] = piece
+    return out
+
+
 def lowered_sequence(g: IRGraph, layer: Layer, x_ov: Out, h0: Out, c0, lens: Out, lens_given: bool, dt,
-                     i64) -> list[Out]:
-    """The Sequence op's outputs Y [N,D,T,H], Ho [N,D,H] (, Co) computed by one TensorIterator per direction."""
+                     i64, onnx_weights: Optional[dict] = None) -> list[Out]:
+    """The Sequence op's outputs Y [N,D,T,H], Ho [N,D,H] (, Co) computed by one TensorIterator per direction.
+
+    `onnx_weights`: the ONNX W/R/B/P ports when they are computed at run time (None: use the layer's arrays)."""
     D = layer.num_directions
+    gate_weights = _gate_weights(g, layer, onnx_weights, dt, i64) if onnx_weights is not None else [None] * D
     lens64 = g.op("Convert", lens, destination_type="i64") if lens.element_type != "i64" else lens
     one = i64([1])
 
@@ -209,7 +262,7 @@ def lowered_sequence(g: IRGraph, layer: Layer, x_ov: Out, h0: Out, c0, lens: Out
     reverse_flags = [layer.direction == "reverse"] if D == 1 else [False, True]
     for d, reverse in enumerate(reverse_flags):
         xd = g.op("ReverseSequence", x_ov, lens64, batch_axis=0, seq_axis=1) if reverse else x_ov
-        outs = tensor_iterator(g, layer, d, xd, hs[d], cs[d], lens64, dt)
+        outs = tensor_iterator(g, layer, d, xd, hs[d], cs[d], lens64, dt, gate_weights[d])
         y = outs[0]
         if reverse:
             y = g.op("ReverseSequence", y, lens64, batch_axis=0, seq_axis=1)

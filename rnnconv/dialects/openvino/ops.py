@@ -111,6 +111,46 @@ for _onnx, _ov in {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Exp": 
     _elementwise(_onnx, _ov, 1)
 
 
+@mapping("LeakyRelu", "PRelu-opset1")
+def leaky_relu(ctx, node):
+    """ONNX LeakyRelu (onnx__LeakyRelu, alpha default 0.01) -> OpenVINO PRelu-1 with a scalar slope."""
+    x = ctx.inp(node, 0)
+    slope = ctx.const(np.array(float(attr(node, "alpha", 0.01)), dtype=_np(x)))
+    return [ctx.g.op("PRelu", x, slope, name=node.name or None)]
+
+
+@mapping("HardSigmoid", "Multiply-opset1", "Add-opset1", "Clamp-opset1")
+def hard_sigmoid(ctx, node):
+    """ONNX HardSigmoid (onnx__HardSigmoid: max(0, min(1, alpha*x + beta)), alpha 0.2, beta 0.5) -> OpenVINO
+    Multiply-1, Add-1, Clamp-1 (OpenVINO HardSigmoid-1 takes alpha/beta as inputs; this form is plain)."""
+    x = ctx.inp(node, 0)
+    t = _np(x)
+    y = ctx.g.op("Add", ctx.g.op("Multiply", x, ctx.const(np.array(float(attr(node, "alpha", 0.2)), t))),
+                 ctx.const(np.array(float(attr(node, "beta", 0.5)), t)))
+    return [ctx.g.op("Clamp", y, min=0.0, max=1.0, name=node.name or None)]
+
+
+@mapping("Softplus", "SoftPlus-opset4", reversible=True)
+def softplus(ctx, node):
+    """ONNX Softplus (onnx__Softplus: ln(exp(x) + 1)) -> OpenVINO SoftPlus-4."""
+    return [ctx.g.op("SoftPlus", ctx.inp(node, 0), version="opset4", name=node.name or None)]
+
+
+@mapping("Tile", "Tile-opset1", reversible=True)
+def tile(ctx, node):
+    """ONNX Tile (onnx__Tile, repeats per axis) -> OpenVINO Tile-1 (same inputs)."""
+    return [ctx.g.op("Tile", ctx.inp(node, 0), ctx.inp(node, 1), name=node.name or None)]
+
+
+@mapping("Range", "Range-opset4", reversible=True)
+def range_(ctx, node):
+    """ONNX Range (onnx__Range: start, limit, delta scalars) -> OpenVINO Range-4 (start, stop, step,
+    output_type), the same ceil((limit - start) / delta) elements."""
+    start = ctx.inp(node, 0)
+    return [ctx.g.op("Range", start, ctx.inp(node, 1), ctx.inp(node, 2), output_type=start.element_type,
+                     version="opset4", name=node.name or None)]
+
+
 @mapping("Where", "Select-opset1", reversible=True)
 def where(ctx, node):
     """ONNX Where (onnx__Where) -> OpenVINO Select-1 (auto_broadcast numpy)."""
@@ -151,8 +191,8 @@ def clip(ctx, node):
 @mapping("Identity", reversible=True)
 @mapping("Dropout")
 def identity(ctx, node):
-    """ONNX Identity / Dropout at inference (onnx__Identity, onnx__Dropout): no IR operation, the value is
-    aliased (its port gains the output's name). Dropout's mask output is not supported."""
+    """ONNX Identity / Dropout at inference (onnx__Identity, onnx__Dropout) -> no OpenVINO operation: the value
+    is aliased (its port gains the output's name, as OpenVINO's own import does). Dropout's mask is refused."""
     if node.op_type == "Dropout" and len(node.outputs) > 1 and node.outputs[1].name:
         raise Unsupported(f"Dropout node {node.name!r}: the mask output has no OpenVINO counterpart")
     if node.op_type == "Dropout" and ctx.opset >= 12 and ctx.inp(node, 2) is not None:
@@ -359,16 +399,17 @@ def split(ctx, node):
     axis = int(attr(node, "axis", 0))
     n = len(node.outputs)
     if ctx.opset >= 13:
-        sizes_out = ctx.inp(node, 1)
-        sizes = None if sizes_out is None else sizes_out
+        sizes = ctx.inp(node, 1)
     else:
         s = _ints_attr(node, "split")
         sizes = None if s is None else ctx.i64(s)
     if sizes is None and x.dims is not None:
         ax = axis + len(x.dims) if axis < 0 else axis
         total = x.dims[ax]
-        if total >= 0 and total % n:
-            # opset 18 num_outputs: equal chunks of ceil(total / n), the last smaller.
+        if total >= 0:
+            # opset 18 num_outputs: equal chunks of ceil(total / n), the last smaller. A known size is always
+            # written as VariadicSplit: OpenVINO 2026.4's CPU plugin aborts ("free(): invalid pointer") compiling
+            # Sequence -> Transpose -> Split -> Squeeze -> Concat, and not with VariadicSplit (measured).
             chunk = -(-total // n)
             sizes = ctx.i64([chunk] * (n - 1) + [total - chunk * (n - 1)])
     if sizes is None:

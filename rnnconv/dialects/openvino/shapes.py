@@ -15,7 +15,8 @@ from rnnconv.errors import BadInput
 Dims = Optional[list[int]]
 
 UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Negative", "Abs", "Erf", "SoftMax", "Softmax",
-         "LogSoftmax", "Clamp", "Elu", "HSigmoid", "SoftPlus", "Floor", "Ceiling", "Sign", "Sin", "Cos", "ReverseSequence"}
+         "LogSoftmax", "Clamp", "Elu", "HSigmoid", "SoftPlus", "Floor", "Ceiling", "Sign", "Sin", "Cos",
+         "ReverseSequence"}
 BINARY = {"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference"}
 COMPARE = {"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr"}
 REDUCE = {"ReduceMean", "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin"}
@@ -69,6 +70,21 @@ def infer(layer, inputs) -> list[tuple[str, Dims]]:
         return [("boolean", d[0])]
     if t == "Select":
         return [(inputs[1].element_type, broadcast(d[0], broadcast(d[1], d[2])))]
+    if t == "PRelu":
+        return [(et0, d[0])]
+    if t == "Tile":
+        if d[0] is None or c[1] is None:
+            return [(et0, None if d[0] is None else [-1] * max(len(d[0]), d[1][0] if d[1] else 0))]
+        reps = [int(v) for v in c[1].reshape(-1)]
+        n = max(len(d[0]), len(reps))
+        x = [1] * (n - len(d[0])) + list(d[0])
+        reps = [1] * (n - len(reps)) + reps
+        return [(et0, [a * r if a >= 0 else -1 for a, r in zip(x, reps)])]
+    if t == "Range":
+        if all(v is not None for v in c[:3]):
+            start, stop, step = (float(v.reshape(-1)[0]) for v in c[:3])
+            return [(a.get("output_type", et0), [max(0, int(np.ceil((stop - start) / step)))])]
+        return [(a.get("output_type", et0), [-1])]
     if t == "ShapeOf":
         return [(a.get("output_type", "i64"), None if d[0] is None else [len(d[0])])]
     if t == "Transpose":
