@@ -17,9 +17,9 @@ from rnnconv.activations import Activation
 KINDS = ("RNN", "GRU", "LSTM")
 DIRECTIONS = ("forward", "reverse", "bidirectional")
 
-# Gate names from the ONNX spec notation (the RNN's single gate is "i" there).
-GATE_NAMES = {"RNN": ("i",), "GRU": ("z", "r", "h"), "LSTM": ("i", "o", "f", "c")}
-PEEPHOLE_GATES = ("i", "o", "f")
+# Gate names from the ONNX spec notation (the RNN's single gate is "i" there); their order is a dialect's.
+GATE_NAMES = {"RNN": frozenset("i"), "GRU": frozenset("zrh"), "LSTM": frozenset("iofc")}
+PEEPHOLE_GATES = frozenset("iof")
 
 
 @dataclasses.dataclass
@@ -59,10 +59,6 @@ class Layer:
     @property
     def num_directions(self) -> int:
         return 2 if self.direction == "bidirectional" else 1
-
-    @property
-    def gates(self) -> tuple[str, ...]:
-        return GATE_NAMES[self.kind]
 
     def stacked(self, tensor: str, order: tuple[str, ...]) -> np.ndarray:
         """W, R, Wb, Rb or P of every direction, gates concatenated in `order`: [D, len(order)*H, ...]."""

@@ -15,7 +15,8 @@ import numpy as np
 
 from rnnconv.activations import Activation, apply, resolve
 from rnnconv.errors import BadInput
-from rnnconv.layer import DIRECTIONS, GATE_NAMES, PEEPHOLE_GATES, Layer
+from rnnconv.dialects.onnx_recurrent import GATES as ONNX_GATES, PEEPHOLES as ONNX_PEEPHOLES
+from rnnconv.layer import DIRECTIONS, Layer
 
 FLOAT_TYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -267,7 +268,7 @@ def run_onnx_node(
     layout: int = 0,
     dtype=np.float64,
 ):
-    """An ONNX RNN, GRU or LSTM node on its tensors as the spec stacks them (gate order: layer.GATE_NAMES).
+    """An ONNX RNN, GRU or LSTM node on its tensors as the spec stacks them (gate order: the ONNX dialect's).
 
     Computes in `dtype`, returns (Y, Y_h, Y_c or None) in X's dtype and the node's layout.
     """
@@ -289,7 +290,7 @@ def run_onnx_node(
     if input_forget not in (0, 1):
         # "Couple the input and forget gates if 1": other values have no stated meaning.
         raise BadInput(f"{kind}: input_forget must be 0 or 1, got {input_forget}")
-    gates = GATE_NAMES[kind]
+    gates = ONNX_GATES[kind]
     D = 2 if direction == "bidirectional" else 1
     G = len(gates)
     H = int(hidden_size) if hidden_size is not None else np.shape(R)[-1]
@@ -305,7 +306,7 @@ def run_onnx_node(
     check("W", W, (D, G * H, I), f"[num_directions, {G}*hidden_size, input_size]")
     check("R", R, (D, G * H, H), f"[num_directions, {G}*hidden_size, hidden_size]")
     check("B", B, (D, 2 * G * H), f"[num_directions, {2 * G}*hidden_size]")
-    check("P", P, (D, len(PEEPHOLE_GATES) * H), "[num_directions, 3*hidden_size]")
+    check("P", P, (D, len(ONNX_PEEPHOLES) * H), "[num_directions, 3*hidden_size]")
     check("sequence_lens", sequence_lens, (N,), "[batch_size]")
     states = "[batch_size, num_directions, hidden_size]" if layout == 1 else "[num_directions, batch_size, hidden_size]"
     check("initial_h", initial_h, state_shape, states)
@@ -332,7 +333,7 @@ def run_onnx_node(
         Rb = split(np.asarray(B)[:, G * H :], gates)
     Y, Y_h, Y_c = run_layer(
         kind, X_t, split(np.asarray(W), gates), split(np.asarray(R), gates), Wb, Rb,
-        [None] * D if P is None else split(np.asarray(P), PEEPHOLE_GATES),
+        [None] * D if P is None else split(np.asarray(P), ONNX_PEEPHOLES),
         resolve(kind, D, activations, activation_alpha, activation_beta),
         direction=direction, sequence_lens=sequence_lens, initial_h=initial_h, initial_c=initial_c, dtype=dtype,
         clip=clip, linear_before_reset=bool(linear_before_reset), input_forget=bool(input_forget),
