@@ -12,7 +12,7 @@ TensorIterator-1 (docs.openvino.ai, Operation Specifications; ../shared/spec/) a
    provably equal T for every batch entry (a constant, or Broadcast of Gather(ShapeOf(X), 1)) becomes absent;
    anything else is kept.
 3. TensorIterator whose body is exactly one LSTMCell / GRUCell / RNNCell step: the ONNX sequence op.
-4. Every other layer through the reverse of the shared op table (`REVERSE`, keyed by IR type); constant
+4. Every other layer through the reverse half of the shared op table (`ops.REVERSE`, keyed by IR type); constant
    sub-graphs (fp16 weights with their decompression Convert, shape arithmetic on static shapes) are folded.
 
 Nothing is written unless the ONNX model passes onnx.checker's full check and matches the IR: the IR run by
@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 import onnx_ir as ir
@@ -36,6 +36,8 @@ from rnnconv.convert import Result
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino import gates as ov_gates
 from rnnconv.dialects.openvino import ir as ovir
+from rnnconv.dialects.openvino import ops
+from rnnconv.dialects.openvino.ops import Key
 from rnnconv.errors import BadInput, RnnconvError, Unsupported, UsageError, VerificationFailed
 from rnnconv.layer import Cell, Layer
 
@@ -45,8 +47,7 @@ CELLS = {"GRUCell": "GRU", "LSTMCell": "LSTM", "RNNCell": "RNN"}
 OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
 MIN_OPSET = 7
 FOLD_LIMIT = 1 << 24  # elements: constant sub-graphs larger than this stay operations
-
-Key = tuple[int, int]  # (layer id, output port id) of an IR graph
+_SAME_SHAPE = ("Convert", *ops.UNARY.values())  # layers whose output dims are their input's
 
 
 # -- the ONNX graph under construction -----------------------------------------------------------------------
@@ -162,7 +163,7 @@ class Facts:
                 if perm is None or perm.size == 0:
                     break
                 key, axis = self.input_key(layer, 0), int(perm.reshape(-1)[axis])
-            elif layer.type in ("Convert", *_UNARY) and layer.inputs:
+            elif layer.type in _SAME_SHAPE and layer.inputs:
                 key = self.input_key(layer, 0)
             elif layer.type == "Slice" and len(layer.inputs) >= 4:
                 # Slice-8: axes not sliced keep their size.
@@ -246,324 +247,6 @@ class Facts:
                 self.zeros.add(out)
 
 
-# -- reverse op table: IR type -> ONNX ---------------------------------------------------------------------
-class Context:
-    """What a reverse mapping sees: the builder, the IR layer, its inputs as ONNX values or constants."""
-
-    def __init__(self, conv: "Converter", layer: ovir.IRLayer, ins: list[Key]):
-        self.conv, self.b, self.layer, self.keys = conv, conv.b, layer, ins
-        self.opset = conv.b.opset
-
-    def v(self, i: int) -> ir.Value:
-        return self.conv.value(self.keys[i])
-
-    def c(self, i: int) -> Optional[np.ndarray]:
-        return self.conv.facts.consts.get(self.keys[i]) if i < len(self.keys) else None
-
-    def need_const(self, i: int, what: str) -> np.ndarray:
-        c = self.c(i)
-        if c is None:
-            raise Unsupported(f"IR layer {self.layer.name!r} ({self.layer.type}): {what} is computed at run time; "
-                              "rnnconv maps it only when it is constant")
-        return c
-
-    def dims(self, i: int) -> Optional[list[int]]:
-        return self.conv.facts.dims(self.keys[i])
-
-    def attr(self, key: str, default=None):
-        return self.layer.attrs.get(key, default)
-
-    def flag(self, key: str, default=False) -> bool:
-        v = self.layer.attrs.get(key)
-        return default if v is None else v.strip().lower() in ("true", "1")
-
-    @property
-    def hint(self) -> str:
-        return self.layer.name
-
-    def unsupported(self, what: str) -> Unsupported:
-        return Unsupported(f"IR layer {self.layer.name!r} ({self.layer.type}-{self.layer.version}): {what}")
-
-
-REVERSE: dict[str, Callable[[Context], list]] = {}
-
-
-def reverse(*ir_types: str):
-    def register(fn):
-        for t in ir_types:
-            REVERSE[t] = fn
-        return fn
-
-    return register
-
-
-def _broadcast_mode(ctx: Context) -> None:
-    mode = ctx.attr("auto_broadcast", "numpy").lower()
-    if mode not in ("numpy", "none"):
-        raise ctx.unsupported(f"auto_broadcast={mode!r}; ONNX broadcasts numpy-style only")
-
-
-_BINARY = {"Add": "Add", "Subtract": "Sub", "Multiply": "Mul", "Power": "Pow", "Equal": "Equal", "Less": "Less",
-           "Greater": "Greater", "LessEqual": "LessOrEqual", "GreaterEqual": "GreaterOrEqual",
-           "LogicalAnd": "And", "LogicalOr": "Or", "Maximum": "Max", "Minimum": "Min"}
-_UNARY = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt",
-          "Negative": "Neg", "Abs": "Abs", "Erf": "Erf", "LogicalNot": "Not", "Floor": "Floor", "Ceiling": "Ceil"}
-
-
-@reverse(*_BINARY)
-def _binary(ctx):
-    """OpenVINO Add-1, Subtract-1, ... (auto_broadcast numpy) -> ONNX Add, Sub, ... (onnx__Add: numpy broadcasting)."""
-    _broadcast_mode(ctx)
-    return [ctx.b.op1(_BINARY[ctx.layer.type], ctx.v(0), ctx.v(1), hint=ctx.hint)]
-
-
-@reverse("Divide")
-def _divide(ctx):
-    """OpenVINO Divide-1 -> ONNX Div (onnx__Div). Integer Divide floors when m_pythondiv (its default); ONNX
-    integer Div truncates, so only m_pythondiv=false maps for integers."""
-    _broadcast_mode(ctx)
-    et = ctx.conv.facts.port(ctx.keys[0]).element_type
-    if et[:1] in "iu" and ctx.flag("m_pythondiv", True):
-        raise ctx.unsupported("integer division that floors (m_pythondiv=true); ONNX Div truncates")
-    return [ctx.b.op1("Div", ctx.v(0), ctx.v(1), hint=ctx.hint)]
-
-
-@reverse(*_UNARY)
-def _unary(ctx):
-    """OpenVINO Relu-1, Sigmoid-1, Tanh-1, ... -> ONNX Relu, Sigmoid, Tanh, ... (same element-wise functions)."""
-    return [ctx.b.op1(_UNARY[ctx.layer.type], ctx.v(0), hint=ctx.hint)]
-
-
-@reverse("Select")
-def _select(ctx):
-    """OpenVINO Select-1 (numpy broadcast) -> ONNX Where (onnx__Where)."""
-    _broadcast_mode(ctx)
-    return [ctx.b.op1("Where", ctx.v(0), ctx.v(1), ctx.v(2), hint=ctx.hint)]
-
-
-@reverse("Clamp")
-def _clamp(ctx):
-    """OpenVINO Clamp-1 (min/max attributes) -> ONNX Clip (onnx__Clip: attributes before 11, inputs after)."""
-    lo, hi = float(ctx.attr("min")), float(ctx.attr("max"))
-    if ctx.opset < 11:
-        return [ctx.b.op1("Clip", ctx.v(0), min=lo, max=hi, hint=ctx.hint)]
-    dt = ovir.numpy_dtype(ctx.conv.facts.port(ctx.keys[0]).element_type)
-    if dt.kind in "iu":
-        lo, hi = np.ceil(lo), np.floor(hi)
-    return [ctx.b.op1("Clip", ctx.v(0), ctx.b.const(np.array(lo, dtype=dt), "min"),
-                      ctx.b.const(np.array(hi, dtype=dt), "max"), hint=ctx.hint)]
-
-
-@reverse("Convert")
-def _convert(ctx):
-    """OpenVINO Convert-1 (destination_type) -> ONNX Cast (onnx__Cast, `to`); float to integer truncates in both
-    (rnnconv's IR interpreter and onnxruntime), and the verification runs both."""
-    dst = ovir.numpy_dtype(ctx.attr("destination_type"))
-    return [ctx.b.op1("Cast", ctx.v(0), to=int(ir.DataType.from_numpy(dst)), hint=ctx.hint)]
-
-
-def _swap_last(ctx: Context, i: int) -> ir.Value:
-    dims = ctx.dims(i)
-    if dims is None:
-        raise ctx.unsupported("transpose_a/transpose_b on an input of unknown rank")
-    if len(dims) < 2:
-        return ctx.v(i)
-    c = ctx.c(i)
-    if c is not None:
-        return ctx.b.const(np.swapaxes(c, -1, -2), "transposed")
-    perm = list(range(len(dims)))
-    perm[-1], perm[-2] = perm[-2], perm[-1]
-    return ctx.b.transpose(ctx.v(i), perm)
-
-
-@reverse("MatMul")
-def _matmul(ctx):
-    """OpenVINO MatMul-1 (transpose_a, transpose_b on the last two axes) -> ONNX MatMul (onnx__MatMul) after a
-    Transpose of the flagged operands."""
-    a = _swap_last(ctx, 0) if ctx.flag("transpose_a") else ctx.v(0)
-    b = _swap_last(ctx, 1) if ctx.flag("transpose_b") else ctx.v(1)
-    return [ctx.b.op1("MatMul", a, b, hint=ctx.hint)]
-
-
-def _softmax(ctx, onnx_op):
-    axis = int(ctx.attr("axis", "1"))
-    if ctx.opset >= 13:
-        return [ctx.b.op1(onnx_op, ctx.v(0), axis=axis, hint=ctx.hint)]
-    dims = ctx.dims(0)
-    if dims is None or (axis % len(dims)) != len(dims) - 1:
-        raise ctx.unsupported(f"{onnx_op} over a non-last axis before opset 13 (ONNX flattens there); use "
-                              "--opset 13 or newer")
-    return [ctx.b.op1(onnx_op, ctx.v(0), axis=len(dims) - 1, hint=ctx.hint)]
-
-
-@reverse("SoftMax", "Softmax")
-def _softmax_rev(ctx):
-    """OpenVINO SoftMax-1/8 (one axis) -> ONNX Softmax (onnx__Softmax: one axis from opset 13)."""
-    return _softmax(ctx, "Softmax")
-
-
-@reverse("LogSoftmax")
-def _log_softmax(ctx):
-    """OpenVINO LogSoftmax-5 -> ONNX LogSoftmax (onnx__LogSoftmax: one axis from opset 13)."""
-    return _softmax(ctx, "LogSoftmax")
-
-
-@reverse("Reshape")
-def _reshape(ctx):
-    """OpenVINO Reshape-1 (special_zero: 0 copies the input dim) -> ONNX Reshape (onnx__Reshape: 0 copies unless
-    allowzero=1, opset 14)."""
-    special_zero = ctx.flag("special_zero")
-    target = ctx.c(1)
-    if special_zero or (target is not None and not np.any(target == 0)):
-        return [ctx.b.op1("Reshape", ctx.v(0), ctx.v(1), hint=ctx.hint)]
-    if ctx.opset < 14:
-        raise ctx.unsupported("special_zero=false with a target that may hold 0 needs ONNX Reshape allowzero "
-                              "(opset 14); use --opset 14 or newer")
-    return [ctx.b.op1("Reshape", ctx.v(0), ctx.v(1), allowzero=1, hint=ctx.hint)]
-
-
-_REDUCE = {"ReduceMean": "ReduceMean", "ReduceSum": "ReduceSum", "ReduceMax": "ReduceMax",
-           "ReduceMin": "ReduceMin", "ReduceProd": "ReduceProd"}
-
-
-@reverse(*_REDUCE)
-def _reduce(ctx):
-    """OpenVINO ReduceMean-1 / ReduceSum-1 / ReduceMax-1 / ReduceMin-1 / ReduceProd-1 (axes input, keep_dims) ->
-    ONNX ReduceMean ... (onnx__ReduceMean: axes attribute before 18, ReduceSum before 13; keepdims)."""
-    onnx_op = _REDUCE[ctx.layer.type]
-    keep = int(ctx.flag("keep_dims"))
-    axes_from_input = ctx.opset >= 18 or (onnx_op == "ReduceSum" and ctx.opset >= 13)
-    axes = ctx.c(1)
-    if axes is not None and axes.size == 0:
-        return [ctx.b.op1("Identity", ctx.v(0), hint=ctx.hint)]
-    if axes_from_input:
-        return [ctx.b.op1(onnx_op, ctx.v(0), ctx.v(1), keepdims=keep, hint=ctx.hint)]
-    axes = ctx.need_const(1, "the axes")
-    return [ctx.b.op1(onnx_op, ctx.v(0), axes=[int(a) for a in axes.reshape(-1)], keepdims=keep, hint=ctx.hint)]
-
-
-@reverse("Transpose")
-def _transpose(ctx):
-    """OpenVINO Transpose-1 (order input; empty reverses) -> ONNX Transpose (onnx__Transpose, perm attribute)."""
-    order = ctx.need_const(1, "the order")
-    dims = ctx.dims(0)
-    perm = [int(p) for p in order.reshape(-1)]
-    if not perm:
-        if dims is None:
-            raise ctx.unsupported("an empty order on an input of unknown rank")
-        perm = list(range(len(dims) - 1, -1, -1))
-    return [ctx.b.transpose(ctx.v(0), perm, hint=ctx.hint)]
-
-
-def _axes_layer(ctx, onnx_op):
-    if len(ctx.keys) < 2:
-        return [ctx.b.op1(onnx_op, ctx.v(0), hint=ctx.hint)]
-    if ctx.opset >= 13:
-        axes = ctx.v(1)
-        if ctx.conv.facts.port(ctx.keys[1]).element_type != "i64":
-            axes = ctx.b.op1("Cast", axes, to=int(ir.DataType.INT64))
-        return [ctx.b.op1(onnx_op, ctx.v(0), axes, hint=ctx.hint)]
-    axes = ctx.need_const(1, "the axes")
-    return [ctx.b.op1(onnx_op, ctx.v(0), axes=[int(a) for a in axes.reshape(-1)], hint=ctx.hint)]
-
-
-@reverse("Squeeze")
-def _squeeze(ctx):
-    """OpenVINO Squeeze-1 (optional axes) -> ONNX Squeeze (onnx__Squeeze: axes input from 13)."""
-    return _axes_layer(ctx, "Squeeze")
-
-
-@reverse("Unsqueeze")
-def _unsqueeze(ctx):
-    """OpenVINO Unsqueeze-1 -> ONNX Unsqueeze (onnx__Unsqueeze: axes input from 13)."""
-    return _axes_layer(ctx, "Unsqueeze")
-
-
-@reverse("Concat")
-def _concat(ctx):
-    """OpenVINO Concat-1 (axis, negative allowed) -> ONNX Concat (onnx__Concat)."""
-    return [ctx.b.op1("Concat", *[ctx.v(i) for i in range(len(ctx.keys))], axis=int(ctx.attr("axis")),
-                      hint=ctx.hint)]
-
-
-@reverse("Split")
-def _split(ctx):
-    """OpenVINO Split-1 (num_splits equal parts along a constant axis) -> ONNX Split (onnx__Split; equal parts
-    without `split`, num_outputs from 18)."""
-    axis = int(ctx.need_const(1, "the axis").reshape(-1)[0])
-    n = int(ctx.attr("num_splits"))
-    attrs = {"axis": axis}
-    if ctx.opset >= 18:
-        attrs["num_outputs"] = n
-    return ctx.b.op("Split", [ctx.v(0)], attrs, n_out=n, hint=ctx.hint)
-
-
-@reverse("VariadicSplit")
-def _variadic_split(ctx):
-    """OpenVINO VariadicSplit-1 (axis, lengths; one may be -1) -> ONNX Split with `split` (input from 13)."""
-    axis = int(ctx.need_const(1, "the axis").reshape(-1)[0])
-    lengths = [int(v) for v in ctx.need_const(2, "the split lengths").reshape(-1)]
-    if -1 in lengths:
-        dims = ctx.dims(0)
-        total = None if dims is None else dims[axis]
-        if total is None or total < 0:
-            raise ctx.unsupported("a -1 split length on a dynamic axis")
-        lengths[lengths.index(-1)] = total - sum(v for v in lengths if v != -1)
-    if ctx.opset >= 13:
-        return ctx.b.op("Split", [ctx.v(0), ctx.b.i64(lengths, "split")], {"axis": axis}, n_out=len(lengths),
-                        hint=ctx.hint)
-    return ctx.b.op("Split", [ctx.v(0)], {"axis": axis, "split": lengths}, n_out=len(lengths), hint=ctx.hint)
-
-
-def _as_i64(ctx: Context, i: int) -> ir.Value:
-    c = ctx.c(i)
-    if c is not None:
-        return ctx.b.i64(c.astype(np.int64), "slice")
-    v = ctx.v(i)
-    if ctx.conv.facts.port(ctx.keys[i]).element_type != "i64":
-        v = ctx.b.op1("Cast", v, to=int(ir.DataType.INT64))
-    return v
-
-
-@reverse("Slice")
-def _slice(ctx):
-    """OpenVINO Slice-8 (start, stop, step[, axes]) -> ONNX Slice (onnx__Slice, opset 10: starts, ends, axes,
-    steps); both clamp like Python slicing."""
-    if ctx.opset < 10:
-        raise ctx.unsupported("ONNX Slice takes starts/ends as inputs from opset 10; use --opset 10 or newer")
-    args = [ctx.v(0), _as_i64(ctx, 1), _as_i64(ctx, 2)]
-    args += [_as_i64(ctx, 4) if len(ctx.keys) > 4 else None, _as_i64(ctx, 3)]
-    return [ctx.b.op1("Slice", *args, hint=ctx.hint)]
-
-
-@reverse("Gather")
-def _gather(ctx):
-    """OpenVINO Gather-1/7/8 (constant axis input, batch_dims 0) -> ONNX Gather (onnx__Gather, axis attribute)."""
-    if int(ctx.attr("batch_dims", "0")) != 0:
-        raise ctx.unsupported("batch_dims != 0 (ONNX Gather has none)")
-    axis = int(ctx.need_const(2, "the axis").reshape(-1)[0])
-    return [ctx.b.op1("Gather", ctx.v(0), ctx.v(1), axis=axis, hint=ctx.hint)]
-
-
-@reverse("ShapeOf")
-def _shape_of(ctx):
-    """OpenVINO ShapeOf-1/3 (output_type i64 or i32) -> ONNX Shape (onnx__Shape, int64) and a Cast for i32."""
-    out = ctx.b.op1("Shape", ctx.v(0), hint=ctx.hint)
-    if ctx.attr("output_type", "i64") == "i32":
-        out = ctx.b.op1("Cast", out, to=int(ir.DataType.INT32))
-    return [out]
-
-
-@reverse("Broadcast")
-def _broadcast(ctx):
-    """OpenVINO Broadcast-1/3 (mode numpy: exactly the target shape; bidirectional) -> ONNX Expand (onnx__Expand:
-    bidirectional broadcasting, which gives the target shape whenever numpy mode is valid)."""
-    mode = ctx.attr("mode", "numpy").lower()
-    if mode not in ("numpy", "bidirectional"):
-        raise ctx.unsupported(f"mode={mode!r} (only numpy and bidirectional map to ONNX Expand)")
-    return [ctx.b.op1("Expand", ctx.v(0), _as_i64(ctx, 1), hint=ctx.hint)]
-
-
 # -- the converter -----------------------------------------------------------------------------------------
 class Converter:
     def __init__(self, graph: ovir.IRGraph, opset: int, layout: int, ir_version: int = 11):
@@ -615,7 +298,7 @@ class Converter:
                 self._tensor_iterator(layer, ins)
             else:
                 self.facts.learn(layer, ins)
-                outs = REVERSE[layer.type](Context(self, layer, ins))
+                outs = ops.REVERSE[layer.type](ops.LayerContext(self.b, layer, ins, self.value, self.facts))
                 for port, v in zip(layer.outputs, outs):
                     self.values[(layer.id, port.id)] = v
         outputs = self._outputs()
@@ -713,7 +396,7 @@ class Converter:
                 raise Unsupported(f"{label}: nonzero or computed peepholes (P); rnnconv maps LSTMSequence without "
                                   "peepholes")
             ins = ins[:7]
-        if str(layer.attrs.get("input_forget", "false")).lower() in ("true", "1"):
+        if _flag(layer.attrs, "input_forget"):
             raise Unsupported(f"{label}: input_forget=true; rnnconv maps LSTMSequence without coupled gates")
         if len(ins) != (7 if kind == "LSTM" else 6):
             raise BadInput(f"{label}: expected {7 if kind == 'LSTM' else 6} inputs, got {len(ins)}")
@@ -765,7 +448,7 @@ class Converter:
         label = f"IR layer {name!r} ({kind})"
         G = len(ov_gates.ORDER[kind])
         H = int(attrs.get("hidden_size", "0") or 0)
-        lbr = str(attrs.get("linear_before_reset", "false")).lower() in ("true", "1")
+        lbr = _flag(attrs, "linear_before_reset")
         attrs = _trim_activations(kind, attrs)
         if W.ndim != 3 or R.ndim != 3 or B.ndim != 2 or H <= 0:
             raise BadInput(f"{label}: W, R, B must be 3-D, 3-D, 2-D and hidden_size positive")
@@ -827,7 +510,7 @@ class Converter:
             raise BadInput(f"IR layer {name!r} ({kind}Sequence): direction {direction!r} / hidden_size {H}")
         acts = ov_gates.activations_from_attrs(kind, attrs)
         clip = float(attrs.get("clip", "0") or 0)
-        lbr = str(attrs.get("linear_before_reset", "false")).lower() in ("true", "1")
+        lbr = _flag(attrs, "linear_before_reset")
         return Layer(kind=kind, direction=direction, hidden_size=H, input_size=None,
                      cells=[Cell(activations=acts) for _ in range(2 if direction == "bidirectional" else 1)],
                      clip=clip if clip > 0 else None, linear_before_reset=lbr, layout=self.layout,
@@ -841,7 +524,7 @@ class Converter:
             raise Unsupported(f"{label}: weights computed at run time need ConstantOfShape (opset 9); use --opset 9 "
                               "or newer")
         order_ov, order_onnx = ov_gates.ORDER[kind], onnx_recurrent.GATES[kind]
-        lbr = str(attrs.get("linear_before_reset", "false")).lower() in ("true", "1")
+        lbr = _flag(attrs, "linear_before_reset")
 
         def split(v: ir.Value, n: int) -> list[ir.Value]:
             return b.op("Split", [v], {"axis": 1, "num_outputs": n if b.opset >= 18 else None}, n_out=n,
@@ -929,6 +612,10 @@ def fold(layer: ovir.IRLayer, args: list[np.ndarray]) -> Optional[list[np.ndarra
     return out
 
 
+def _flag(attrs: dict, name: str) -> bool:
+    return str(attrs.get(name, "false")).lower() in ("true", "1")
+
+
 def _trim_activations(kind: str, attrs: dict) -> dict:
     """OpenVINO reads the first 1 / 2 / 3 activations of an RNN / GRU / LSTM op and ignores the rest (its ONNX
     import copies a bidirectional ONNX list, e.g. "tanh, tanh", into RNNSequence); ONNX wants exactly that many
@@ -953,7 +640,7 @@ def output_names(graph: ovir.IRGraph, ir_version: int = 11) -> list[str]:
         src = producers.get((res.id, res.inputs[0].id if res.inputs else 0))
         layer = by_id.get(src[0]) if src else None
         port = ovir._port(layer.outputs, src[1]) if layer is not None else None
-        chosen = ovir._split_names(getattr(res, "element_attrs", {}).get("output_names", ""))
+        chosen = _output_names_attr(res)
         if ir_version != 10 and chosen:
             names.append(chosen[0])
         elif port is not None and port.names:
@@ -966,6 +653,11 @@ def output_names(graph: ovir.IRGraph, ir_version: int = 11) -> list[str]:
     return names
 
 
+def _output_names_attr(res: ovir.IRLayer) -> list[str]:
+    """The tensor names an IR 11 Result's `output_names` picks from its input port."""
+    return ovir._split_names(getattr(res, "element_attrs", {}).get("output_names", ""))
+
+
 def interpreter_names(graph: ovir.IRGraph) -> list[str]:
     """The key under which rnnconv's IR interpreter returns each Result (`output_names`, port name, Result name)."""
     producers, by_id = graph.producers(), graph.by_id()
@@ -973,7 +665,7 @@ def interpreter_names(graph: ovir.IRGraph) -> list[str]:
     for res in graph.results():
         src = producers[(res.id, 0)]
         port = ovir._port(by_id[src[0]].outputs, src[1])
-        chosen = ovir._split_names(getattr(res, "element_attrs", {}).get("output_names", ""))
+        chosen = _output_names_attr(res)
         out.append(chosen[0] if chosen else port.names[0] if port is not None and port.names else res.name)
     return out
 
@@ -1012,13 +704,13 @@ class CellStep:
 SHAPE_ONLY = ("Squeeze", "Unsqueeze", "Reshape")
 
 
-def _shape_after(layer: ovir.IRLayer, dims: list[int], const: Callable[[int], Optional[np.ndarray]]):
+def _shape_after(layer: ovir.IRLayer, dims: list[int], facts: Facts):
     """Output shape of a Squeeze / Unsqueeze / Reshape for an example input shape (None: not constant)."""
     from rnnconv.engine.ir_graph import KERNELS
 
     args = [np.zeros(dims, dtype=np.float32)]
     for i in range(1, len(layer.inputs)):
-        c = const(i)
+        c = facts.consts.get(facts.input_key(layer, i))
         if c is None:
             return None
         args.append(c)
@@ -1103,7 +795,7 @@ def one_cell_step(ti: ovir.IRLayer, outer: Facts, ins: list[Key]) -> CellStep:
         cins = cins[:-1]
     if len(cins) != n_in:
         raise refuse(f"{cell.type} has {len(cins)} inputs")
-    if str(cell.attrs.get("input_forget", "false")).lower() in ("true", "1"):
+    if _flag(cell.attrs, "input_forget"):
         raise refuse("the LSTMCell has input_forget")
     weights = tuple(facts.consts.get(k) for k in cins[-3:])
     if any(w is None for w in weights):
@@ -1131,7 +823,7 @@ def one_cell_step(ti: ovir.IRLayer, outer: Facts, ins: list[Key]) -> CellStep:
     example = _example(pdims)
     example[b_axis] = 1
     want = [d for a, d in enumerate(example) if a != b_axis]
-    if _shape_after(xl, example, lambda i: facts.consts.get(facts.input_key(xl, i))) != want:
+    if _shape_after(xl, example, facts) != want:
         raise refuse("the cell's X is not the sliced input with its time axis removed")
     step.x_port, step.time_axis, step.reverse = ext_port_index[ext[0]], b_axis, stride < 0
 
@@ -1179,7 +871,7 @@ def one_cell_step(ti: ovir.IRLayer, outer: Facts, ins: list[Key]) -> CellStep:
         hdims = [hdims[0], hdims[1]]
         want = list(hdims)
         want.insert(a, 1)
-        if _shape_after(ol, hdims, lambda i: facts.consts.get(facts.input_key(ol, i))) != want:
+        if _shape_after(ol, hdims, facts) != want:
             raise refuse("a concatenated output is not the cell's H with a time axis added")
         step.outputs[ext_id] = ("Y", a)
     return step
@@ -1259,13 +951,13 @@ def unsupported_layers(graph: ovir.IRGraph) -> list[str]:
     """Every layer type (top level) neither the recurrent mapping nor the reverse op table handles."""
     bad: dict[str, list[str]] = {}
     for layer in graph.layers:
-        if layer.type not in STRUCTURAL and layer.type not in REVERSE:
+        if layer.type not in STRUCTURAL and layer.type not in ops.REVERSE:
             bad.setdefault(f"{layer.type}-{layer.version}", []).append(layer.name)
     return [f"layer type {t} has no ONNX mapping (layers {', '.join(repr(n) for n in names[:3])}"
             + (f" and {len(names) - 3} more" if len(names) > 3 else "") + ")" for t, names in sorted(bad.items())]
 
 
-# -- the IR interpreter's cell kernels (used by the verification of TensorIterator bodies) ------------------
+# -- IR interpreter kernels the verification needs (cells of TensorIterator bodies, PReLU) ------------------
 def _cell_kernel(layer, a, fdt):
     """LSTMCell-1/4, GRUCell-3, RNNCell-0 (OpenVINO specs): one step, X [N,I], H [N,H] (, C), W [G*H,I], R, B."""
     from rnnconv.engine.recurrence import run_direction
@@ -1273,7 +965,7 @@ def _cell_kernel(layer, a, fdt):
     kind = CELLS[layer.type]
     n_state = 2 if kind == "LSTM" else 1
     X, states, (W, R, B) = a[0], a[1:1 + n_state], a[1 + n_state:4 + n_state]
-    lbr = str(layer.attrs.get("linear_before_reset", "false")).lower() in ("true", "1")
+    lbr = _flag(layer.attrs, "linear_before_reset")
     Wd, Rd, Wb, Rb = ov_gates.split_direction(kind, W, R, B, lbr)
     clip = float(layer.attrs.get("clip", "0") or 0)
     acts = ov_gates.activations_from_attrs(kind, layer.attrs)
@@ -1283,11 +975,21 @@ def _cell_kernel(layer, a, fdt):
     return [Yh.astype(fdt)] + ([Yc.astype(fdt)] if kind == "LSTM" else [])
 
 
-def _register_cell_kernels() -> None:
+def _prelu_kernel(layer, a, fdt):
+    """PReLU-1 (OpenVINO spec): x where x >= 0, else slope * x; a 1-D slope as long as data's axis 1 applies per
+    channel, any other slope broadcasts numpy-style. ov.save_model writes the type as PReLU."""
+    x, slope = a
+    if slope.ndim == 1 and x.ndim > 2 and slope.shape[0] == x.shape[1]:
+        slope = slope.reshape([-1] + [1] * (x.ndim - 2))
+    return np.where(x >= 0, x, x * slope).astype(x.dtype)
+
+
+def _register_kernels() -> None:
     from rnnconv.engine import ir_graph
 
     for t in CELLS:
         ir_graph.KERNELS.setdefault(t, _cell_kernel)
+    ir_graph.KERNELS.setdefault("PReLU", _prelu_kernel)
 
 
 # -- verification ------------------------------------------------------------------------------------------
@@ -1336,20 +1038,22 @@ def _ov_run(xml: Path, bin_path: Optional[Path], graph: ovir.IRGraph, onnx_names
     sequence_lengths on dynamic shapes, measured on 2026.4)."""
     import openvino as ov
 
+    def by_name(inputs) -> dict:
+        # Feeds use tensor names, or the Parameter's name where IR 10 gives none.
+        ports = {}
+        for param, p in zip(model.get_parameters(), inputs):
+            for n in list(p.get_names()) + [param.get_friendly_name()]:
+                ports.setdefault(n, p)
+        return ports
+
     core = ov.Core()
     model = core.read_model(str(xml), str(bin_path) if bin_path is not None else None)
-    by_name = {}
-    for param, p in zip(model.get_parameters(), model.inputs):
-        for n in list(p.get_names()) + [param.get_friendly_name()]:
-            by_name.setdefault(n, p)
-    shapes = {by_name[k]: ov.PartialShape(list(np.shape(v))) for k, v in feeds.items() if k in by_name}
+    params = by_name(model.inputs)
+    shapes = {params[k]: ov.PartialShape(list(np.shape(v))) for k, v in feeds.items() if k in params}
     if shapes:
         model.reshape(shapes)
     compiled = core.compile_model(model, "CPU", OV_CONFIG)
-    ports = {}
-    for param, p in zip(model.get_parameters(), compiled.inputs):
-        for n in list(p.get_names()) + [param.get_friendly_name()]:
-            ports.setdefault(n, p)
+    ports = by_name(compiled.inputs)
     result = compiled.create_infer_request().infer({ports[k]: np.ascontiguousarray(v) for k, v in feeds.items()
                                                     if k in ports})
     wanted = dict(zip([r.name for r in graph.results()], onnx_names))
@@ -1390,7 +1094,7 @@ def check(model: ir.Model, graph: ovir.IRGraph, xml: Path, bin_path: Optional[Pa
     from rnnconv.engine.graph import run_onnx
     from rnnconv.engine.ir_graph import run_ir
 
-    _register_cell_kernels()
+    _register_kernels()
     names = [v.name for v in model.graph.outputs]
     onnx_names = onnx_names or output_names(graph)
     rename = dict(zip(interpreter_names(graph), onnx_names))

@@ -363,6 +363,78 @@ def test_unsupported_layers_are_listed(tmp_path):
     assert not (tmp_path / "m.onnx").exists()
 
 
+# -- the other op layers, through the shared table's reverse half ------------------------------------------
+def _layer_ir(tmp_path, build, x_shape=(2, 3, 4)):
+    """IR of y = build(x) (openvino.opset13 node factories), written by ov.save_model."""
+    import openvino.opset13 as ops
+
+    x = ops.parameter(list(x_shape), np.float32, name="x")
+    y = build(ops, x)
+    y.output(0).get_tensor().set_names({"y"})
+    xml = tmp_path / "op.xml"
+    ov.save_model(ov.Model([ops.result(y)], [x], "m"), str(xml), compress_to_fp16=False)
+    return xml
+
+
+def _i64(ops, v):
+    return ops.constant(np.array(v, np.int64))
+
+
+# name: (IR builder, the ONNX op types the result holds, input shape)
+OP_LAYERS = {
+    "PRelu-scalar": (lambda ops, x: ops.prelu(x, ops.constant(np.array([0.25], np.float32))), {"LeakyRelu"},
+                     (2, 3, 4)),
+    "PRelu-per-channel": (lambda ops, x: ops.prelu(x, ops.constant(np.array([.1, .2, .3], np.float32))), {"PRelu"},
+                          (2, 3, 4)),
+    "PRelu-last-axis": (lambda ops, x: ops.prelu(x, ops.constant(np.array([.1, .2, .3, .4], np.float32))),
+                        {"PRelu"}, (2, 3, 4)),
+    "PRelu-computed-slope": (lambda ops, x: ops.prelu(x, ops.reduce_mean(ops.abs(x), _i64(ops, [0, 2]), False)),
+                             {"PRelu"}, (2, 3, 4)),
+    "SoftPlus": (lambda ops, x: ops.softplus(ops.multiply(x, ops.constant(np.float32(30)))), {"Softplus"},
+                 (2, 3, 4)),
+    "Tile": (lambda ops, x: ops.tile(x, _i64(ops, [1, 2, 3])), {"Tile"}, (2, 3, 4)),
+    "Tile-short-repeats": (lambda ops, x: ops.tile(x, _i64(ops, [2, 3])), {"Tile"}, (2, 3, 4)),
+    "Tile-long-repeats": (lambda ops, x: ops.tile(x, _i64(ops, [2, 1, 1, 3])), {"Tile"}, (2, 3, 4)),
+    "Tile-computed-short-repeats": (lambda ops, x: ops.tile(x, ops.shape_of(ops.reduce_sum(x, _i64(ops, [0]),
+                                                                                             False))),
+                                    {"Tile"}, (2, 3, 2)),
+    "Range-f32": (lambda ops, x: ops.add(x, ops.range(ops.constant(np.float32(.5)), ops.add(ops.convert(
+        ops.gather(ops.shape_of(x), _i64(ops, 2), _i64(ops, 0)), "f32"), ops.constant(np.float32(.5))),
+        ops.constant(np.float32(1)), "f32")), {"Range"}, (2, 3, -1)),
+    "Range-i64-to-f32": (lambda ops, x: ops.multiply(x, ops.range(
+        _i64(ops, 0), ops.gather(ops.shape_of(x), _i64(ops, 2), _i64(ops, 0)), _i64(ops, 1), "f32")), {"Range"},
+                         (2, 3, -1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OP_LAYERS))
+def test_op_layers_map_back(tmp_path, name):
+    """PRelu, SoftPlus, Tile and Range layers come back as ONNX ops that match the OpenVINO runtime (the
+    conversion verifies against it) and onnxruntime runs."""
+    build, want_ops, x_shape = OP_LAYERS[name]
+    xml = _layer_ir(tmp_path, build, x_shape)
+    result = from_openvino(xml, tmp_path / "op.onnx", opset=17)
+    assert result.report.ok
+    assert {c.engines for c in result.report.checks} == {"IR interpreter vs ONNX engine (float64)",
+                                                         "OpenVINO runtime (CPU, f32) vs onnxruntime"}
+    model = onnx.load(str(tmp_path / "op.onnx"))
+    onnx.checker.check_model(model, full_check=True)
+    assert want_ops <= {n.op_type for n in model.graph.node}, [n.op_type for n in model.graph.node]
+    x = np.random.default_rng(0).uniform(-1, 1, [d if d > 0 else 5 for d in x_shape]).astype(np.float32)
+    assert_close(ov_run(xml, {"x": x}), ort_run(model, {"x": x}), ["y"], 1e-5)
+
+
+def test_prelu_slope_that_may_be_per_channel_is_refused(tmp_path):
+    """A 1-D slope on data whose axis 1 is dynamic: OpenVINO decides per channel or numpy at run time."""
+    from rnnconv.errors import Unsupported
+
+    xml = _layer_ir(tmp_path, lambda ops, x: ops.prelu(x, ops.constant(np.array([.1, .2, .3], np.float32))),
+                    (2, -1, 3))
+    with pytest.raises(Unsupported, match="per channel"):
+        from_openvino(xml, tmp_path / "op.onnx")
+    assert not (tmp_path / "op.onnx").exists()
+
+
 def test_mismatch_writes_nothing(tmp_path, monkeypatch):
     from rnnconv import from_openvino as module
     from rnnconv.errors import VerificationFailed
@@ -383,9 +455,8 @@ def test_mismatch_writes_nothing(tmp_path, monkeypatch):
 def test_every_mapped_openvino_op_maps_back():
     """Adding an op to the shared table adds it both ways: each IR type the table emits has a reverse."""
     from rnnconv.dialects.openvino import ops
-    from rnnconv.from_openvino import REVERSE
 
-    missing = sorted(t for t in ops.reverse_index() if t not in REVERSE and t != "Const")
+    missing = sorted(t for t in ops.reverse_index() if t not in ops.REVERSE and t != "Const")
     assert not missing
 
 

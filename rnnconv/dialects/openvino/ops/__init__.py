@@ -1,0 +1,34 @@
+"""ONE table of ONNX <-> OpenVINO IR op mappings, both directions side by side.
+
+`TABLE`: ONNX op -> `OpMapping` (the IR operations it becomes, `to_openvino`); `reverse_index()` gives it keyed by
+IR type. `REVERSE`: IR type -> the function turning such a layer back into ONNX nodes (`LayerContext`). Each op
+family module (`elementwise`, `matrix`, `movement`, `generation`) defines an op's two directions next to each
+other, and each mapping's docstring cites both spec pages: ONNX Operators.md (onnx.ai/onnx/operators/
+onnx__<Op>.html) and the OpenVINO operation spec (docs.openvino.ai, Operation Specifications, <Op>-<version>).
+GRU/LSTM/RNN are not here: see rnnconv.dialects.openvino.convert and rnnconv.from_openvino.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from rnnconv.dialects.openvino.ops import elementwise, generation, matrix, movement  # noqa: F401  (registers)
+from rnnconv.dialects.openvino.ops.elementwise import BINARY, UNARY
+from rnnconv.dialects.openvino.ops.table import (REVERSE, TABLE, Context, Key, LayerContext, OpMapping, attr,
+                                                 mapping, reverse, reverse_index)
+
+__all__ = ["BINARY", "REVERSE", "RECURRENT", "TABLE", "UNARY", "Context", "Key", "LayerContext", "OpMapping", "attr",
+           "mapping", "reverse", "reverse_index", "unsupported_ops"]
+
+RECURRENT = ("GRU", "LSTM", "RNN")
+
+
+def unsupported_ops(model: ir.Model) -> list[str]:
+    """Every op type of the main graph that neither the table nor the recurrent mapping handles."""
+    bad = set()
+    for node in model.graph:
+        if node.domain not in ("", "ai.onnx"):
+            bad.add(f"{node.domain}.{node.op_type}")
+        elif node.op_type not in TABLE and node.op_type not in RECURRENT:
+            bad.add(node.op_type)
+    return sorted(bad)

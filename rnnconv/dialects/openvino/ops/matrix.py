@@ -1,0 +1,152 @@
+"""Matrix products, softmax and reductions, both ways."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from rnnconv.dialects.openvino.ops.movement import flatten2d
+from rnnconv.dialects.openvino.ops.table import attr, ints_attr, mapping, np_type, reverse
+from rnnconv.errors import Unsupported
+
+
+@mapping("MatMul", "MatMul-opset1", reversible=True)
+def matmul(ctx, node):
+    """ONNX MatMul (onnx__MatMul, numpy matmul) -> OpenVINO MatMul-1 with transpose_a = transpose_b = false."""
+    return [ctx.g.op("MatMul", ctx.inp(node, 0), ctx.inp(node, 1), transpose_a=False, transpose_b=False,
+                     name=node.name or None)]
+
+
+def _swap_last(ctx, i: int) -> ir.Value:
+    dims = ctx.dims(i)
+    if dims is None:
+        raise ctx.unsupported("transpose_a/transpose_b on an input of unknown rank")
+    if len(dims) < 2:
+        return ctx.v(i)
+    c = ctx.c(i)
+    if c is not None:
+        return ctx.b.const(np.swapaxes(c, -1, -2), "transposed")
+    perm = list(range(len(dims)))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return ctx.b.transpose(ctx.v(i), perm)
+
+
+@reverse("MatMul")
+def _from_matmul(ctx):
+    """OpenVINO MatMul-1 (transpose_a, transpose_b on the last two axes) -> ONNX MatMul (onnx__MatMul) after a
+    Transpose of the flagged operands."""
+    a = _swap_last(ctx, 0) if ctx.flag("transpose_a") else ctx.v(0)
+    b = _swap_last(ctx, 1) if ctx.flag("transpose_b") else ctx.v(1)
+    return [ctx.b.op1("MatMul", a, b, hint=ctx.hint)]
+
+
+@mapping("Gemm", "MatMul-opset1", "Multiply-opset1", "Add-opset1")
+def gemm(ctx, node):
+    """ONNX Gemm (onnx__Gemm: alpha * A' B' + beta * C) -> OpenVINO MatMul-1 (transpose_a/b) then Multiply-1 and
+    Add-1 when alpha, beta or C ask for them."""
+    a, b, c = ctx.inp(node, 0), ctx.inp(node, 1), ctx.inp(node, 2)
+    alpha, beta = float(attr(node, "alpha", 1.0)), float(attr(node, "beta", 1.0))
+    y = ctx.g.op("MatMul", a, b, transpose_a=bool(attr(node, "transA", 0)), transpose_b=bool(attr(node, "transB", 0)))
+    np_t = np_type(a)
+    if alpha != 1.0:
+        y = ctx.g.op("Multiply", y, ctx.const(np.array(alpha, dtype=np_t)))
+    if c is not None and beta != 0.0:
+        if beta != 1.0:
+            c = ctx.g.op("Multiply", c, ctx.const(np.array(beta, dtype=np_t)))
+        y = ctx.g.op("Add", y, c)
+    return [y]
+
+
+# -- softmax family ----------------------------------------------------------------------------------------
+def _softmax(ctx, node, ov_op, version):
+    x = ctx.inp(node, 0)
+    rank = len(x.dims) if x.dims is not None else None
+    if ctx.opset >= 13:
+        axis = int(attr(node, "axis", -1))
+        return [ctx.g.op(ov_op, x, axis=axis, version=version, name=node.name or None)]
+    axis = int(attr(node, "axis", 1))
+    if rank is None:
+        raise Unsupported(f"{node.op_type} node {node.name!r}: opset {ctx.opset} softmax needs the input rank")
+    axis = axis + rank if axis < 0 else axis
+    if axis == rank - 1:
+        return [ctx.g.op(ov_op, x, axis=axis, version=version, name=node.name or None)]
+    # Before opset 13 softmax runs over the input flattened to 2-D at `axis`.
+    flat = flatten2d(ctx, x, axis)
+    y = ctx.g.op(ov_op, flat, axis=1, version=version)
+    shape = ctx.g.op("ShapeOf", x, output_type="i64", version="opset3")
+    return [ctx.g.op("Reshape", y, shape, special_zero=False, name=node.name or None)]
+
+
+@mapping("Softmax", "SoftMax-opset8", reversible=True)
+def softmax(ctx, node):
+    """ONNX Softmax (onnx__Softmax; before 13 over the 2-D flattening at `axis`) -> OpenVINO SoftMax-8."""
+    return _softmax(ctx, node, "SoftMax", "opset8")
+
+
+@mapping("LogSoftmax", "LogSoftmax-opset5", reversible=True)
+def log_softmax(ctx, node):
+    """ONNX LogSoftmax (onnx__LogSoftmax) -> OpenVINO LogSoftmax-5."""
+    return _softmax(ctx, node, "LogSoftmax", "opset5")
+
+
+_SOFTMAX_ONNX = {"SoftMax": "Softmax", "Softmax": "Softmax", "LogSoftmax": "LogSoftmax"}
+
+
+@reverse(*_SOFTMAX_ONNX)
+def _from_softmax(ctx):
+    """OpenVINO SoftMax-1/8, LogSoftmax-5 (one axis) -> ONNX Softmax / LogSoftmax (onnx__Softmax,
+    onnx__LogSoftmax: one axis from opset 13; before, the last axis only)."""
+    onnx_op = _SOFTMAX_ONNX[ctx.layer.type]
+    axis = int(ctx.attr("axis", "1"))
+    if ctx.opset >= 13:
+        return [ctx.b.op1(onnx_op, ctx.v(0), axis=axis, hint=ctx.hint)]
+    dims = ctx.dims(0)
+    if dims is None or (axis % len(dims)) != len(dims) - 1:
+        raise ctx.unsupported(f"{onnx_op} over a non-last axis before opset 13 (ONNX flattens there); use "
+                              "--opset 13 or newer")
+    return [ctx.b.op1(onnx_op, ctx.v(0), axis=len(dims) - 1, hint=ctx.hint)]
+
+
+# -- reductions --------------------------------------------------------------------------------------------
+def _axes_from_input(onnx_op: str, opset: int) -> bool:
+    return opset >= 18 or (onnx_op == "ReduceSum" and opset >= 13)
+
+
+def reduce(ctx, node):
+    """ONNX ReduceMean / ReduceSum / ReduceMax (onnx__ReduceMean; axes attribute before 18, ReduceSum's before 13,
+    an input after; keepdims) -> OpenVINO ReduceMean-1 / ReduceSum-1 / ReduceMax-1 (axes input, keep_dims)."""
+    x = ctx.inp(node, 0)
+    keep = bool(attr(node, "keepdims", 1))
+    if _axes_from_input(node.op_type, ctx.opset):
+        axes_out = ctx.inp(node, 1)
+        if axes_out is None or (axes_out.const is not None and axes_out.const.size == 0):
+            if attr(node, "noop_with_empty_axes", 0):
+                return [x]
+            axes_out = None
+    else:
+        axes = ints_attr(node, "axes")
+        axes_out = ctx.i64(axes) if axes else None
+    if axes_out is None:
+        if x.dims is None:
+            raise Unsupported(f"{node.op_type} node {node.name!r}: reducing every axis needs the input rank")
+        axes_out = ctx.i64(list(range(len(x.dims))))
+    return [ctx.g.op(node.op_type, x, axes_out, keep_dims=keep, name=node.name or None)]
+
+
+for _op in ("ReduceMean", "ReduceSum", "ReduceMax"):
+    mapping(_op, f"{_op}-opset1", reversible=True)(reduce)
+
+
+@reverse("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")
+def _from_reduce(ctx):
+    """OpenVINO ReduceMean-1 / ReduceSum-1 / ReduceMax-1 / ReduceMin-1 / ReduceProd-1 (axes input, keep_dims) ->
+    ONNX ReduceMean ... (onnx__ReduceMean: axes attribute before 18, ReduceSum before 13; keepdims)."""
+    onnx_op = ctx.layer.type
+    keep = int(ctx.flag("keep_dims"))
+    axes = ctx.c(1)
+    if axes is not None and axes.size == 0:
+        return [ctx.b.op1("Identity", ctx.v(0), hint=ctx.hint)]
+    if _axes_from_input(onnx_op, ctx.opset):
+        return [ctx.b.op1(onnx_op, ctx.v(0), ctx.v(1), keepdims=keep, hint=ctx.hint)]
+    axes = ctx.need_const(1, "the axes")
+    return [ctx.b.op1(onnx_op, ctx.v(0), axes=[int(a) for a in axes.reshape(-1)], keepdims=keep, hint=ctx.hint)]

@@ -1,0 +1,265 @@
+"""Data movement, both ways: Transpose, Reshape / Flatten, Squeeze / Unsqueeze, Concat, Split, Slice, Gather, Tile."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from rnnconv.dialects.openvino.ir import Out
+from rnnconv.dialects.openvino.ops.table import Context, attr, ints_attr, mapping, reverse
+from rnnconv.errors import Unsupported
+
+
+@mapping("Transpose", "Transpose-opset1", reversible=True)
+def transpose(ctx, node):
+    """ONNX Transpose (onnx__Transpose; no perm reverses) -> OpenVINO Transpose-1 (empty order reverses)."""
+    perm = ints_attr(node, "perm")
+    x = ctx.inp(node, 0)
+    if perm is None:
+        perm = list(range(len(x.dims) - 1, -1, -1)) if x.dims is not None else []
+    return [ctx.g.op("Transpose", x, ctx.i64(perm), name=node.name or None)]
+
+
+@reverse("Transpose")
+def _from_transpose(ctx):
+    """OpenVINO Transpose-1 (order input; empty reverses) -> ONNX Transpose (onnx__Transpose, perm attribute)."""
+    order = ctx.need_const(1, "the order")
+    dims = ctx.dims(0)
+    perm = [int(p) for p in order.reshape(-1)]
+    if not perm:
+        if dims is None:
+            raise ctx.unsupported("an empty order on an input of unknown rank")
+        perm = list(range(len(dims) - 1, -1, -1))
+    return [ctx.b.transpose(ctx.v(0), perm, hint=ctx.hint)]
+
+
+@mapping("Reshape", "Reshape-opset1", reversible=True)
+def reshape(ctx, node):
+    """ONNX Reshape (onnx__Reshape; 0 copies a dim unless allowzero) -> OpenVINO Reshape-1 (special_zero)."""
+    if ctx.opset < 5:
+        shape = ctx.i64(ints_attr(node, "shape"))
+    else:
+        shape = ctx.inp(node, 1)
+    return [ctx.g.op("Reshape", ctx.inp(node, 0), shape, special_zero=not attr(node, "allowzero", 0),
+                     name=node.name or None)]
+
+
+@reverse("Reshape")
+def _from_reshape(ctx):
+    """OpenVINO Reshape-1 (special_zero: 0 copies the input dim) -> ONNX Reshape (onnx__Reshape: 0 copies unless
+    allowzero=1, opset 14)."""
+    special_zero = ctx.flag("special_zero")
+    target = ctx.c(1)
+    if special_zero or (target is not None and not np.any(target == 0)):
+        return [ctx.b.op1("Reshape", ctx.v(0), ctx.v(1), hint=ctx.hint)]
+    if ctx.opset < 14:
+        raise ctx.unsupported("special_zero=false with a target that may hold 0 needs ONNX Reshape allowzero "
+                              "(opset 14); use --opset 14 or newer")
+    return [ctx.b.op1("Reshape", ctx.v(0), ctx.v(1), allowzero=1, hint=ctx.hint)]
+
+
+def flatten2d(ctx: Context, x: Out, axis: int) -> Out:
+    """[d0..d(axis-1), d(axis)..] -> [prod(:axis), prod(axis:)] (ONNX Flatten semantics) with Reshape-1."""
+    dims = x.dims
+    if dims is None:
+        raise Unsupported("Flatten/Softmax on a tensor of unknown rank")
+    rank = len(dims)
+    axis = axis + rank if axis < 0 else axis
+    head, tail = dims[:axis], dims[axis:]
+    if all(d >= 0 for d in head):
+        target = ctx.i64([int(np.prod(head, dtype=np.int64)), -1])
+    elif all(d >= 0 for d in tail):
+        target = ctx.i64([-1, int(np.prod(tail, dtype=np.int64))])
+    else:
+        shape = ctx.g.op("ShapeOf", x, output_type="i64", version="opset3")
+        lead = ctx.g.op("Slice", shape, ctx.i64([0]), ctx.i64([axis]), ctx.i64([1]), version="opset8")
+        prod = ctx.g.op("ReduceProd", lead, ctx.i64([0]), keep_dims=True)
+        target = ctx.g.op("Concat", prod, ctx.i64([-1]), axis=0)
+    return ctx.g.op("Reshape", x, target, special_zero=False)
+
+
+@mapping("Flatten", "Reshape-opset1")
+def flatten(ctx, node):
+    """ONNX Flatten (onnx__Flatten, axis default 1) -> OpenVINO Reshape-1 to [prod(:axis), prod(axis:)]."""
+    return [flatten2d(ctx, ctx.inp(node, 0), int(attr(node, "axis", 1)))]
+
+
+def _axes(ctx, node, since_input: int) -> Optional[Out]:
+    if ctx.opset >= since_input:
+        return ctx.inp(node, 1)
+    axes = ints_attr(node, "axes")
+    return None if axes is None else ctx.i64(axes)
+
+
+@mapping("Squeeze", "Squeeze-opset1", reversible=True)
+def squeeze(ctx, node):
+    """ONNX Squeeze (onnx__Squeeze; axes input from 13) -> OpenVINO Squeeze-1."""
+    axes = _axes(ctx, node, 13)
+    x = ctx.inp(node, 0)
+    return [ctx.g.op("Squeeze", *([x, axes] if axes is not None else [x]), name=node.name or None)]
+
+
+@mapping("Unsqueeze", "Unsqueeze-opset1", reversible=True)
+def unsqueeze(ctx, node):
+    """ONNX Unsqueeze (onnx__Unsqueeze; axes input from 13) -> OpenVINO Unsqueeze-1."""
+    return [ctx.g.op("Unsqueeze", ctx.inp(node, 0), _axes(ctx, node, 13), name=node.name or None)]
+
+
+@reverse("Squeeze", "Unsqueeze")
+def _from_squeeze(ctx):
+    """OpenVINO Squeeze-1 (optional axes) / Unsqueeze-1 -> ONNX Squeeze / Unsqueeze (onnx__Squeeze,
+    onnx__Unsqueeze: axes input from 13, attribute before)."""
+    onnx_op = ctx.layer.type
+    if len(ctx.keys) < 2:
+        return [ctx.b.op1(onnx_op, ctx.v(0), hint=ctx.hint)]
+    if ctx.opset >= 13:
+        return [ctx.b.op1(onnx_op, ctx.v(0), ctx.v_i64(1), hint=ctx.hint)]
+    axes = ctx.need_const(1, "the axes")
+    return [ctx.b.op1(onnx_op, ctx.v(0), axes=[int(a) for a in axes.reshape(-1)], hint=ctx.hint)]
+
+
+@mapping("Concat", "Concat-opset1", reversible=True)
+def concat(ctx, node):
+    """ONNX Concat (onnx__Concat) -> OpenVINO Concat-1 (same axis, negative allowed)."""
+    args = [ctx.inp(node, i) for i in range(len(node.inputs))]
+    return [ctx.g.op("Concat", *[a for a in args if a is not None], axis=int(attr(node, "axis")),
+                     name=node.name or None)]
+
+
+@reverse("Concat")
+def _from_concat(ctx):
+    """OpenVINO Concat-1 (axis, negative allowed) -> ONNX Concat (onnx__Concat)."""
+    return [ctx.b.op1("Concat", *[ctx.v(i) for i in range(len(ctx.keys))], axis=int(ctx.attr("axis")),
+                      hint=ctx.hint)]
+
+
+@mapping("Split", "Split-opset1", "VariadicSplit-opset1")
+def split(ctx, node):
+    """ONNX Split (onnx__Split; `split` attribute before 13, input from 13, num_outputs from 18) ->
+    OpenVINO Split-1 (equal parts) or VariadicSplit-1 (given lengths)."""
+    x = ctx.inp(node, 0)
+    axis = int(attr(node, "axis", 0))
+    n = len(node.outputs)
+    if ctx.opset >= 13:
+        sizes = ctx.inp(node, 1)
+    else:
+        s = ints_attr(node, "split")
+        sizes = None if s is None else ctx.i64(s)
+    if sizes is None and x.dims is not None:
+        ax = axis + len(x.dims) if axis < 0 else axis
+        total = x.dims[ax]
+        if total >= 0:
+            # opset 18 num_outputs: equal chunks of ceil(total / n), the last smaller. A known size is always
+            # written as VariadicSplit: OpenVINO 2026.4's CPU plugin aborts ("free(): invalid pointer") compiling
+            # Sequence -> Transpose -> Split -> Squeeze -> Concat, and not with VariadicSplit (measured).
+            chunk = -(-total // n)
+            sizes = ctx.i64([chunk] * (n - 1) + [total - chunk * (n - 1)])
+    if sizes is None:
+        return ctx.g.add("Split", [x, ctx.i64(axis)], {"num_splits": n}, name=node.name or None)
+    return ctx.g.add("VariadicSplit", [x, ctx.i64(axis), sizes], name=node.name or None)
+
+
+@reverse("Split")
+def _from_split(ctx):
+    """OpenVINO Split-1 (num_splits equal parts along a constant axis) -> ONNX Split (onnx__Split; equal parts
+    without `split`, num_outputs from 18)."""
+    axis = int(ctx.need_const(1, "the axis").reshape(-1)[0])
+    n = int(ctx.attr("num_splits"))
+    attrs = {"axis": axis}
+    if ctx.opset >= 18:
+        attrs["num_outputs"] = n
+    return ctx.b.op("Split", [ctx.v(0)], attrs, n_out=n, hint=ctx.hint)
+
+
+@reverse("VariadicSplit")
+def _from_variadic_split(ctx):
+    """OpenVINO VariadicSplit-1 (axis, lengths; one may be -1) -> ONNX Split (onnx__Split) with `split` (an
+    input from 13)."""
+    axis = int(ctx.need_const(1, "the axis").reshape(-1)[0])
+    lengths = [int(v) for v in ctx.need_const(2, "the split lengths").reshape(-1)]
+    if -1 in lengths:
+        dims = ctx.dims(0)
+        total = None if dims is None else dims[axis]
+        if total is None or total < 0:
+            raise ctx.unsupported("a -1 split length on a dynamic axis")
+        lengths[lengths.index(-1)] = total - sum(v for v in lengths if v != -1)
+    if ctx.opset >= 13:
+        return ctx.b.op("Split", [ctx.v(0), ctx.b.i64(lengths, "split")], {"axis": axis}, n_out=len(lengths),
+                        hint=ctx.hint)
+    return ctx.b.op("Split", [ctx.v(0)], {"axis": axis, "split": lengths}, n_out=len(lengths), hint=ctx.hint)
+
+
+@mapping("Slice", "Slice-opset8", reversible=True)
+def slice_(ctx, node):
+    """ONNX Slice (onnx__Slice; attributes before 10, inputs starts/ends/axes/steps from 10) -> OpenVINO
+    Slice-8 (start, stop, step, axes), both clamping like Python slicing."""
+    x = ctx.inp(node, 0)
+    if ctx.opset < 10:
+        starts, ends = ctx.i64(ints_attr(node, "starts")), ctx.i64(ints_attr(node, "ends"))
+        axes_l = ints_attr(node, "axes")
+        axes = ctx.i64(axes_l) if axes_l is not None else None
+        steps = None
+    else:
+        starts, ends, axes, steps = ctx.inp(node, 1), ctx.inp(node, 2), ctx.inp(node, 3), ctx.inp(node, 4)
+    if steps is None:
+        if starts.const is not None:
+            steps = ctx.i64(np.ones(starts.const.size, dtype=np.int64))
+        else:
+            steps = ctx.g.op("Broadcast", ctx.i64(1), ctx.g.op("ShapeOf", starts, output_type="i64",
+                                                                version="opset3"), mode="numpy", version="opset3")
+    args = [x, starts, ends, steps] + ([axes] if axes is not None else [])
+    return [ctx.g.op("Slice", *args, version="opset8", name=node.name or None)]
+
+
+@reverse("Slice")
+def _from_slice(ctx):
+    """OpenVINO Slice-8 (start, stop, step[, axes]) -> ONNX Slice (onnx__Slice, opset 10: starts, ends, axes,
+    steps); both clamp like Python slicing."""
+    if ctx.opset < 10:
+        raise ctx.unsupported("ONNX Slice takes starts/ends as inputs from opset 10; use --opset 10 or newer")
+    args = [ctx.v(0), ctx.as_i64(1), ctx.as_i64(2)]
+    args += [ctx.as_i64(4) if len(ctx.keys) > 4 else None, ctx.as_i64(3)]
+    return [ctx.b.op1("Slice", *args, hint=ctx.hint)]
+
+
+@mapping("Gather", "Gather-opset8", reversible=True)
+def gather(ctx, node):
+    """ONNX Gather (onnx__Gather; embedding lookups) -> OpenVINO Gather-8 (batch_dims 0, negative indices)."""
+    return [ctx.g.op("Gather", ctx.inp(node, 0), ctx.inp(node, 1), ctx.i64(int(attr(node, "axis", 0))),
+                     batch_dims=0, version="opset8", name=node.name or None)]
+
+
+@reverse("Gather")
+def _from_gather(ctx):
+    """OpenVINO Gather-1/7/8 (constant axis input, batch_dims 0) -> ONNX Gather (onnx__Gather, axis attribute)."""
+    if int(ctx.attr("batch_dims", "0")) != 0:
+        raise ctx.unsupported("batch_dims != 0 (ONNX Gather has none)")
+    axis = int(ctx.need_const(2, "the axis").reshape(-1)[0])
+    return [ctx.b.op1("Gather", ctx.v(0), ctx.v(1), axis=axis, hint=ctx.hint)]
+
+
+@mapping("Tile", "Tile-opset1", reversible=True)
+def tile(ctx, node):
+    """ONNX Tile (onnx__Tile, repeats per axis) -> OpenVINO Tile-1 (same inputs)."""
+    return [ctx.g.op("Tile", ctx.inp(node, 0), ctx.inp(node, 1), name=node.name or None)]
+
+
+@reverse("Tile")
+def _from_tile(ctx):
+    """OpenVINO Tile-1 (integer repeats of any length: a shorter one is promoted with leading 1s, a longer one
+    gives data leading axes of size 1) -> ONNX Tile (onnx__Tile: int64 repeats, one per input axis), after an
+    Unsqueeze of the data or with the repeats padded where the lengths differ."""
+    x_dims, r_dims = ctx.dims(0), ctx.dims(1)
+    if x_dims is None or r_dims is None or len(r_dims) != 1 or r_dims[0] < 0:
+        raise ctx.unsupported("repeats of unknown length, or data of unknown rank")
+    rank, n = len(x_dims), r_dims[0]
+    x = ctx.v(0) if n <= rank else ctx.b.axes_op("Unsqueeze", ctx.v(0), range(n - rank))
+    ones, c = np.ones(max(rank - n, 0), dtype=np.int64), ctx.c(1)
+    if c is not None:
+        repeats = ctx.b.i64(np.concatenate([ones, c.reshape(-1).astype(np.int64)]), "repeats")
+    else:
+        repeats = ctx.v_i64(1)
+        if n < rank:
+            repeats = ctx.b.op1("Concat", ctx.b.i64(ones, "repeats"), repeats, axis=0)
+    return [ctx.b.op1("Tile", x, repeats, hint=ctx.hint)]
