@@ -957,7 +957,7 @@ def unsupported_layers(graph: ovir.IRGraph) -> list[str]:
             + (f" and {len(names) - 3} more" if len(names) > 3 else "") + ")" for t, names in sorted(bad.items())]
 
 
-# -- IR interpreter kernels the verification needs (cells of TensorIterator bodies, PReLU) ------------------
+# -- IR interpreter kernels the verification needs (cells of TensorIterator bodies) -------------------------------
 def _cell_kernel(layer, a, fdt):
     """LSTMCell-1/4, GRUCell-3, RNNCell-0 (OpenVINO specs): one step, X [N,I], H [N,H] (, C), W [G*H,I], R, B."""
     from rnnconv.engine.recurrence import run_direction
@@ -975,21 +975,11 @@ def _cell_kernel(layer, a, fdt):
     return [Yh.astype(fdt)] + ([Yc.astype(fdt)] if kind == "LSTM" else [])
 
 
-def _prelu_kernel(layer, a, fdt):
-    """PReLU-1 (OpenVINO spec): x where x >= 0, else slope * x; a 1-D slope as long as data's axis 1 applies per
-    channel, any other slope broadcasts numpy-style. ov.save_model writes the type as PReLU."""
-    x, slope = a
-    if slope.ndim == 1 and x.ndim > 2 and slope.shape[0] == x.shape[1]:
-        slope = slope.reshape([-1] + [1] * (x.ndim - 2))
-    return np.where(x >= 0, x, x * slope).astype(x.dtype)
-
-
 def _register_kernels() -> None:
     from rnnconv.engine import ir_graph
 
     for t in CELLS:
         ir_graph.KERNELS.setdefault(t, _cell_kernel)
-    ir_graph.KERNELS.setdefault("PReLU", _prelu_kernel)
 
 
 # -- verification ------------------------------------------------------------------------------------------

@@ -165,10 +165,13 @@ def _erf(layer, a, fdt):
     return np.vectorize(math.erf, otypes=[a[0].dtype])(a[0])
 
 
-@kernel("PRelu")
+@kernel("PRelu", "PReLU")  # the spec and ov.save_model spell it PReLU
 def _prelu(layer, a, fdt):
-    """PRelu-1: x where x >= 0, else slope * x (slope broadcast along the channel axis; scalar here)."""
+    """PReLU-1: x where x >= 0, else slope * x; a 1-D slope as long as data's axis 1 applies per channel, any
+    other slope broadcasts numpy-style."""
     x, slope = a
+    if slope.ndim == 1 and x.ndim > 2 and slope.shape[0] == x.shape[1]:
+        slope = slope.reshape([-1] + [1] * (x.ndim - 2))
     return np.where(x >= 0, x, x * slope).astype(x.dtype)
 
 
