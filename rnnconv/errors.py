@@ -10,7 +10,8 @@ EXIT_BAD_INPUT = 4
 EXIT_IO = 5
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 done, 1 verification failed, 2 usage, 3 unsupported construct, 4 bad input, 5 I/O error."
+    "Exit codes: 0 done, 1 verification failed, 2 usage, 3 unsupported construct, 4 bad input, 5 I/O error "
+    "(unwritable output, full disk, out of memory)."
 )
 
 
@@ -47,4 +48,12 @@ class BadInput(RnnconvError):
 
 
 class IOFailure(RnnconvError):
+    """Reading or writing a file failed (unreadable input, unwritable folder, full disk); nothing was written."""
+
     exit_code = EXIT_IO
+
+
+class RnnconvWarning(UserWarning):
+    """Something the user should know that does not stop the command (e.g. NaN/Inf in weights).
+
+    The CLI prints each one once, on one line of stderr: `rnnconv: warning: ...`."""

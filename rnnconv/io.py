@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable, Union
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
@@ -26,35 +28,114 @@ EXTERNAL_DATA_THRESHOLD = 1_800_000_000
 
 
 def load(source: ModelSource, *, check: bool = True) -> ir.Model:
-    """Read a model from a path, a ModelProto or an ir.Model; every failure is a one-line BadInput."""
+    """Read a model from a path, a ModelProto or an ir.Model; every failure is a one-line BadInput.
+
+    A path is checked before anything else reads it: a graph that computes nothing, an opset newer than the
+    installed onnx, external data outside the model's folder or shorter than declared are all refused.
+    """
     if isinstance(source, ir.Model):
         return source
     if isinstance(source, onnx.ModelProto):
+        _check_graph(source, "<ModelProto>")
+        _check_tensors(source, "<ModelProto>")
         if check:
             _check_proto(source, "<ModelProto>")
-        return ir.serde.deserialize_model(source)
+        return _deserialize(source, "<ModelProto>", check)
     path = Path(source)
     if not path.exists():
         raise BadInput(f"{path}: no such file")
     if path.is_dir():
         raise BadInput(f"{path}: is a directory, not a model file")
+    if not path.is_file():  # a FIFO or a device (/dev/zero) would block or never end
+        raise BadInput(f"{path}: not a regular file")
     try:
         proto = onnx.load(str(path), load_external_data=False)
-    except (DecodeError, RuntimeWarning, ValueError) as err:
-        raise BadInput(f"{path}: not an ONNX model ({_first_line(err)})") from err
     except OSError as err:
         raise IOFailure(f"{path}: cannot read ({err.strerror or err})") from err
+    except (DecodeError, RuntimeWarning, ValueError) as err:
+        raise BadInput(f"{path}: not an ONNX model ({_first_line(err)})") from err
+    except Exception as err:  # protobuf's C++ parser and onnx raise more types on hostile bytes
+        raise BadInput(f"{path}: not an ONNX model ({type(err).__name__}: {_first_line(err)})") from err
     if not proto.HasField("graph") or proto.ir_version <= 0:
         raise BadInput(f"{path}: not an ONNX model (no graph or no IR version; truncated or not ONNX?)")
+    _check_graph(proto, str(path))
     _check_external_data(proto, path)
+    _check_tensors(proto, str(path))
     if check:
-        _check_proto(proto, str(path))
-    try:
-        model = ir.serde.deserialize_model(proto)
-    except Exception as err:  # onnx_ir raises several types on malformed protos
-        raise BadInput(f"{path}: malformed model ({_first_line(err)})") from err
+        # By path, so onnx resolves external data against the model's folder, not the working directory.
+        _check_proto(str(path), str(path))
+    model = _deserialize(proto, str(path), check)
     ir.external_data.set_base_dir(model.graph, str(path.parent))
     return model
+
+
+def _deserialize(proto: "onnx.ModelProto", where: str, checked: bool) -> ir.Model:
+    try:
+        return ir.serde.deserialize_model(proto)
+    except Exception as err:  # onnx_ir raises several types on malformed protos
+        if not checked:  # the checker names the problem better than the deserializer does
+            _check_proto(proto, where)
+        raise BadInput(f"{where}: malformed model ({_root_cause(err)})") from err
+
+
+def _root_cause(err: BaseException) -> str:
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return _first_line(err)
+
+
+def _check_graph(proto: "onnx.ModelProto", where: str) -> None:
+    """What onnx.checker lets through but no command can work with."""
+    if len(proto.graph.output) == 0:
+        what = "empty graph" if len(proto.graph.node) == 0 else f"{len(proto.graph.node)} node(s)"
+        raise BadInput(f"{where}: the graph has no outputs ({what}): nothing to convert or verify")
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    latest = latest_opset()
+    if opset is not None and opset > latest:
+        from rnnconv.errors import Unsupported
+
+        raise Unsupported(f"{where}: default-domain opset {opset} is newer than the installed onnx knows "
+                          f"({latest}); upgrade onnx, or export at opset {latest} or older")
+
+
+def _check_tensors(proto: "onnx.ModelProto", where: str) -> None:
+    """Every tensor held inside the model must hold exactly what its dims and type declare: onnx.checker does
+    not compare them, and onnx_ir reads the bytes lazily (a mismatch would surface later as a numpy error)."""
+    graph = proto.graph
+    for vi in (*graph.input, *graph.output, *graph.value_info):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            _check_element_type(vi.type.tensor_type.elem_type, f"{where}: value {vi.name!r}")
+    for tensor in _all_initializers(graph):
+        label = f"{where}: tensor {tensor.name!r}"
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            _check_element_type(tensor.data_type, label)
+            continue
+        _check_element_type(tensor.data_type, label)
+        if any(d < 0 for d in tensor.dims):
+            raise BadInput(f"{label}: negative dimension in {list(tensor.dims)}")
+        if tensor.HasField("raw_data"):
+            expected = _declared_nbytes(tensor)
+            if expected is not None and expected != len(tensor.raw_data):
+                raise BadInput(f"{label}: holds {len(tensor.raw_data)} bytes, its shape {list(tensor.dims)} of "
+                               f"{onnx.TensorProto.DataType.Name(tensor.data_type)} needs {expected}")
+            continue
+        try:
+            onnx.numpy_helper.to_array(tensor)  # typed fields (float_data, ...): small by nature, check by decoding
+        except Exception as err:
+            raise BadInput(f"{label}: data does not match its shape {list(tensor.dims)} and type "
+                           f"({_first_line(err)})") from err
+
+
+def _check_element_type(code: int, label: str) -> None:
+    if code not in onnx.TensorProto.DataType.values() or code == onnx.TensorProto.UNDEFINED:
+        raise BadInput(f"{label}: element type {code} is not an ONNX type")
+    try:
+        ir.DataType(code)
+    except ValueError:
+        from rnnconv.errors import Unsupported
+
+        raise Unsupported(f"{label}: element type {onnx.TensorProto.DataType.Name(code)} is not supported by the "
+                          f"installed onnx_ir") from None
 
 
 def source_name(source) -> str:
@@ -62,7 +143,7 @@ def source_name(source) -> str:
     return str(source) if isinstance(source, (str, os.PathLike)) else "<model>"
 
 
-def _check_proto(proto: "onnx.ModelProto", where: str) -> None:
+def _check_proto(proto: "onnx.ModelProto | str", where: str) -> None:
     try:
         onnx.checker.check_model(proto, full_check=False)
     except onnx.checker.ValidationError as err:
@@ -85,13 +166,24 @@ def _check_external_data(proto: "onnx.ModelProto", path: Path) -> None:
         target = (base / location).resolve()
         if base not in target.parents:
             raise BadInput(f"{where}: external data location {location!r} resolves outside the model's folder")
-        if not target.is_file():
+        if not target.exists():
             raise BadInput(f"{where}: external data file {location!r} is missing")
-        offset = int(info.get("offset", 0) or 0)
-        length = info.get("length")
+        if not target.is_file():
+            raise BadInput(f"{where}: external data {location!r} is not a regular file")
+        try:
+            offset = int(info.get("offset") or 0)
+            length = int(info["length"]) if info.get("length") else None
+        except ValueError:
+            raise BadInput(f"{where}: external data offset/length {info.get('offset')!r}/{info.get('length')!r} "
+                           f"are not integers") from None
         expected = _declared_nbytes(tensor)
+        if offset < 0 or (length is not None and length < 0):
+            raise BadInput(f"{where}: external data offset {offset} / length {length} is negative")
+        if length is not None and expected is not None and length != expected:
+            raise BadInput(f"{where}: external data {location!r} declares {length} bytes, its shape "
+                           f"{list(tensor.dims)} needs {expected}")
         size = target.stat().st_size
-        need = offset + (int(length) if length else (expected or 0))
+        need = offset + (length if length is not None else (expected or 0))
         if need > size:
             raise BadInput(f"{where}: external data {location!r} holds {size} bytes, needs {need} (truncated?)")
 
@@ -101,17 +193,31 @@ def _declared_nbytes(tensor: "onnx.TensorProto") -> int | None:
         itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
     except Exception:
         return None
+    if tensor.data_type in _SUB_BYTE_TYPES:
+        return None
     n = 1
     for d in tensor.dims:
         n *= d
     return n * itemsize
 
 
+_SUB_BYTE_TYPES = {getattr(onnx.TensorProto, t) for t in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+                   if hasattr(onnx.TensorProto, t)}
+
+
 def _all_initializers(graph: "onnx.GraphProto"):
+    """Every tensor that can hold external data: initializers and tensor attributes, subgraphs included."""
     yield from graph.initializer
+    yield from (t.values for t in graph.sparse_initializer)
     for node in graph.node:
         for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield attr.t
+            elif attr.type == onnx.AttributeProto.TENSORS:
+                yield from attr.tensors
+            elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                yield attr.sparse_tensor.values
+            elif attr.type == onnx.AttributeProto.GRAPH:
                 yield from _all_initializers(attr.g)
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for g in attr.graphs:
@@ -124,7 +230,7 @@ def _checker_message(err: Exception) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def _first_line(err: Exception) -> str:
+def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return text[0] if text else type(err).__name__
 
@@ -135,64 +241,150 @@ def to_proto(model: ir.Model) -> "onnx.ModelProto":
 
 def check_full(model: ir.Model | "onnx.ModelProto") -> None:
     """onnx.checker with full_check (shape inference included); raises BadInput with the checker's reason."""
-    proto = model if isinstance(model, onnx.ModelProto) else to_proto(model)
+    proto = model if isinstance(model, onnx.ModelProto) else _proto_for_check(model)
     try:
         onnx.checker.check_model(proto, full_check=True)
     except Exception as err:
         raise BadInput(f"model fails onnx.checker: {_checker_message(err)}") from err
 
 
+def _proto_for_check(model: ir.Model) -> "onnx.ModelProto":
+    """The model's proto with external-data weights as typed graph inputs: onnx's checker resolves external
+    data against the working directory when it is given a proto, and the weights' bytes are not its business."""
+    graph = model.graph
+    external = [v for v in graph.initializers.values() if isinstance(v.const_value, ir.ExternalTensor)]
+    if not external:
+        return to_proto(model)
+    added = [v for v in external if v not in graph.inputs]
+    try:
+        for v in external:
+            graph.initializers.pop(v.name)
+            if v.type is None:
+                v.type = ir.TensorType(v.const_value.dtype)
+            if v.shape is None:
+                v.shape = ir.Shape(v.const_value.shape)
+        graph.inputs.extend(added)
+        return to_proto(model)
+    finally:
+        for v in added:
+            graph.inputs.remove(v)
+        for v in external:
+            graph.register_initializer(v)
+
+
 def save(model: ir.Model, path: str | os.PathLike, *, force: bool = False, inputs: tuple = (),
          external_data: bool | None = None) -> Path:
-    """Write atomically: a temporary file in the target folder, then a rename.
+    """Write atomically: a temporary folder beside the target, then a rename; on any failure nothing is left.
 
-    Never writes over any of `inputs` (compared by resolved path and inode), refuses an existing output
-    unless `force`. External data (`<name>.data` beside the model) when asked or when the weights are large.
+    Never writes over any of `inputs` or the files the model's external data is read from (compared by
+    resolved path and inode), refuses an existing output unless `force`. External data (`<name>.data` beside
+    the model) when asked or when the weights are large; a replaced `.data` is put back if the model's rename
+    fails, so the pair on disk is always the old one or the new one.
     """
     out = Path(path)
-    guard_output(out, force=force, inputs=inputs)
     if external_data is None:
         external_data = _initializer_bytes(model) > EXTERNAL_DATA_THRESHOLD or _has_external(model)
     folder = out.parent if str(out.parent) else Path(".")
+    data_name = out.name + ".data"
+    sources = [*inputs, *_external_paths(model)]
+    guard_output(out, force=force, inputs=sources)
+    if external_data:
+        guard_output(folder / data_name, force=force, inputs=sources)
+    created = [p for p in (folder, *folder.parents) if not p.exists()]  # removed again if the write fails
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmpdir = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=folder))
     except OSError as err:
+        _remove_empty(created)
         raise IOFailure(f"{out}: cannot write ({err.strerror or err})") from err
+    backup, done = None, False
     try:
         tmp_model = tmpdir / out.name
-        data_name = out.name + ".data"
         if external_data:
-            ir.save(model, tmp_model, external_data=data_name)
+            _small_external_to_memory(model)
+            ir.save(model, tmp_model, external_data=data_name, size_threshold_bytes=SMALL_TENSOR_BYTES)
         else:
             ir.save(model, tmp_model)
         if external_data and (tmpdir / data_name).exists():
+            if (folder / data_name).exists():
+                backup = tmpdir / (data_name + ".previous")
+                os.replace(folder / data_name, backup)
             os.replace(tmpdir / data_name, folder / data_name)
-        os.replace(tmp_model, out)
+            try:
+                os.replace(tmp_model, out)
+            except BaseException:
+                _restore(folder / data_name, backup)
+                raise
+        else:
+            os.replace(tmp_model, out)
+        done = True
     except OSError as err:
         raise IOFailure(f"{out}: cannot write ({err.strerror or err})") from err
     except ValueError as err:
         raise IOFailure(f"{out}: cannot serialize ({_first_line(err)}); try external data") from err
     finally:
-        for leftover in tmpdir.glob("*"):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        if not done:
+            _remove_empty(created)
+    return out
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove folders this write created (deepest first), if nothing else was put in them meanwhile."""
+    for p in folders:
         with contextlib.suppress(OSError):
-            tmpdir.rmdir()
+            p.rmdir()
+
+
+SMALL_TENSOR_BYTES = 256  # onnx_ir's default: smaller tensors are stored inside the model file
+
+
+def _small_external_to_memory(model: ir.Model) -> None:
+    """Copy small external tensors into memory ourselves: onnx_ir would release their memory map, which fails
+    (BufferError) while a numpy view of it is alive, as the canonical layers keep one."""
+    for graph in model.graphs():
+        for v in graph.initializers.values():
+            t = v.const_value
+            if isinstance(t, ir.ExternalTensor) and t.nbytes <= SMALL_TENSOR_BYTES:
+                v.const_value = ir.Tensor(np.array(t.numpy(), copy=True), name=t.name, dtype=t.dtype)
+
+
+def _restore(target: Path, backup: Path | None) -> None:
+    """Put the previous external-data file back (or remove the new one when there was none)."""
+    with contextlib.suppress(OSError):
+        if backup is not None:
+            os.replace(backup, target)
+        else:
+            target.unlink()
+
+
+def _external_paths(model: ir.Model) -> list[Path]:
+    """The files the model's weights are memory-mapped from: writing over them would destroy the input."""
+    out = []
+    for v in model.graph.initializers.values():
+        if isinstance(v.const_value, ir.ExternalTensor):
+            with contextlib.suppress(Exception):
+                out.append(Path(v.const_value.path))
     return out
 
 
 def guard_output(out: Path, *, force: bool, inputs: tuple = ()) -> None:
-    """Refuse to write over an input (even through a symlink or another path) or, without force, any file."""
+    """Refuse to write over an input (even through a symlink, a hard link or another path) or, without force,
+    any existing file; refuse a directory."""
+    out = Path(out)
     for src in inputs:
         if src is None or not isinstance(src, (str, os.PathLike)):
             continue
         src = Path(src)
-        if out.exists() and src.exists() and os.path.samefile(out, src):
-            raise UsageError(f"{out}: refusing to write over the input model")
-        if out.resolve() == src.resolve():
-            raise UsageError(f"{out}: refusing to write over the input model")
-    if out.exists() and not force:
+        try:
+            same = out.exists() and src.exists() and os.path.samefile(out, src)
+        except OSError:
+            same = False
+        if same or out.resolve() == src.resolve():
+            raise UsageError(f"{out}: refusing to write over the input {src}")
+    if out.is_dir():
+        raise UsageError(f"{out}: is a directory; give a file name")
+    if (out.exists() or out.is_symlink()) and not force:
         raise UsageError(f"{out}: exists (use --force to overwrite)")
 
 

@@ -9,13 +9,14 @@ math is the same as v7 (Ht-1 * Rz^T); we read all versions with the v7 equations
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Optional
 
 import numpy as np
 import onnx_ir as ir
 
 from rnnconv import activations as act
-from rnnconv.errors import BadInput
+from rnnconv.errors import BadInput, RnnconvWarning
 from rnnconv.layer import DIRECTIONS, GATE_NAMES, PEEPHOLE_GATES, Cell, Layer
 
 OPS = ("GRU", "LSTM", "RNN")
@@ -177,6 +178,7 @@ def read(node: ir.Node, opset: int) -> RecurrentNode:
     for k in ("W", "R", "B", "P"):
         if arrays[k] is not None and arrays[k].dtype.kind != "f" and arrays[k].dtype.name != "bfloat16":
             raise BadInput(f"{label}: {k} has dtype {arrays[k].dtype}, expected a floating-point type")
+    _check_run_inputs(label, inputs, arrays, layout, num_directions, H, input_size)
 
     try:
         per_direction = act.resolve(op, num_directions, _attr(node, "activations"), _attr(node, "activation_alpha"),
@@ -210,6 +212,69 @@ def read(node: ir.Node, opset: int) -> RecurrentNode:
     )
     output_sequence = int(_attr(node, "output_sequence", 0)) if version < 7 else None
     return RecurrentNode(node, op, version, layer, inputs, outputs, output_sequence)
+
+
+def _check_run_inputs(label, inputs, arrays, layout, num_directions, H, input_size) -> None:
+    """X, initial states and sequence_lens against the spec's shapes and types; one element type throughout;
+    a warning (not an error) for NaN/Inf in constant weights."""
+    x = _shape(inputs["X"])
+    if x is not None and len(x) != 3:
+        axes = "[batch, seq, input]" if layout else "[seq, batch, input]"
+        raise BadInput(f"{label}: X has rank {len(x)}, expected 3 {axes}")
+    T = N = None
+    if x is not None:
+        T, N = (x[1], x[0]) if layout else (x[0], x[1])
+    if x is not None and x[2] is not None and input_size is not None and x[2] != input_size:
+        raise BadInput(f"{label}: X has input size {x[2]}, W has {input_size}")
+    dtypes = {"X": _value_dtype(inputs["X"])}
+    for k in ("W", "R", "B", "P"):
+        dtypes[k] = arrays[k].dtype if arrays.get(k) is not None else _value_dtype(inputs.get(k))
+    for k in ("initial_h", "initial_c"):
+        value = inputs.get(k)
+        if value is None:
+            continue
+        const = constant_array(value)
+        dtypes[k] = const.dtype if const is not None else _value_dtype(value)
+        got = const.shape if const is not None else _shape(value)
+        want = (N, num_directions, H) if layout else (num_directions, N, H)
+        if got is not None and (len(got) != 3 or any(g is not None and w is not None and g != w
+                                                    for g, w in zip(got, want))):
+            spelled = [w if w is not None else "?" for w in want]
+            raise BadInput(f"{label}: {k} has shape {list(got)}, expected {spelled}")
+    known = {k: np.dtype(d) for k, d in dtypes.items() if d is not None}
+    if known:
+        first, ref = next(iter(known.items()))
+        for k, d in known.items():
+            if d != ref:
+                raise BadInput(f"{label}: {k} is {d} but {first} is {ref}; all float inputs must share one type")
+    lens = inputs.get("sequence_lens")
+    if lens is not None:
+        const = constant_array(lens)
+        dtype = const.dtype if const is not None else _value_dtype(lens)
+        if dtype is not None and np.dtype(dtype) != np.int32:
+            raise BadInput(f"{label}: sequence_lens has dtype {np.dtype(dtype)}, expected int32")
+        got = const.shape if const is not None else _shape(lens)
+        if got is not None and (len(got) != 1 or (N is not None and got[0] is not None and got[0] != N)):
+            raise BadInput(f"{label}: sequence_lens has shape {list(got)}, expected [{N if N is not None else '?'}]")
+        if const is not None and const.size and T is not None and (const.min() < 0 or const.max() > T):
+            got = const.tolist() if const.size <= 16 else f"values from {const.min()} to {const.max()}"
+            raise BadInput(f"{label}: sequence_lens must lie in [0, {T}], got {got}")
+    for k in ("W", "R", "B", "P"):
+        bad = _count_nonfinite(arrays.get(k))
+        if bad:
+            warnings.warn(RnnconvWarning(f"{label}: {k} holds {bad} non-finite value(s) (NaN/Inf): outputs may be "
+                                         f"NaN; verification still compares them"), stacklevel=3)
+
+
+def _count_nonfinite(array: Optional[np.ndarray], chunk: int = 1 << 22) -> int:
+    """NaN/Inf count in chunks, so a memory-mapped multi-GB weight is not copied into a mask whole."""
+    if array is None or array.dtype.kind not in "fV" and array.dtype.name != "bfloat16":
+        return 0
+    flat = array.reshape(-1)
+    try:
+        return sum(int(np.count_nonzero(~np.isfinite(flat[i:i + chunk]))) for i in range(0, flat.size, chunk))
+    except TypeError:  # a float type numpy cannot test (exotic 8-bit floats): nothing to report
+        return 0
 
 
 def _value_dtype(value: Optional[ir.Value]):
