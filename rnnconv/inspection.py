@@ -5,34 +5,12 @@ from __future__ import annotations
 from rnnconv import io
 from rnnconv.dialects import onnx_recurrent
 
-# Runtime facts from ../shared/spec/README.md (measured): what each runtime runs correctly as is.
-OPENVINO_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh"}
-
 
 def runtimes(rn: onnx_recurrent.RecurrentNode) -> dict[str, list[str]]:
-    """For each runtime, the reasons it cannot run this node as is (empty list: it can)."""
-    layer = rn.layer
-    ort, ov = [], []
-    if rn.version < 7:
-        ort.append(f"no kernel for {rn.op}-{rn.version} (needs opset >= 7)")
-    if layer.layout == 1:
-        ort.append("layout=1 is refused")
-        ov.append("layout=1 is ignored (wrong shapes)")
-    dtype = getattr(layer.dtype, "name", str(layer.dtype))
-    if dtype == "float64":
-        ort.append("float64 is not run")
-    if layer.has_peepholes and any(abs(p).max() > 0 for c in layer.cells for p in c.P.values()) or (
-        layer.has_peepholes and not layer.weights_constant
-    ):
-        ov.append("peepholes are dropped")
-    if layer.input_forget:
-        ov.append("input_forget is dropped")
-    names = {a.name for c in layer.cells for a in c.activations}
-    if names - OPENVINO_ACTIVATIONS:
-        ov.append(f"activations {sorted(names - OPENVINO_ACTIVATIONS)} do not compile")
-    if len({c.activations for c in layer.cells}) > 1:
-        ov.append("different activations per direction")
-    return {"onnxruntime": ort, "openvino": ov}
+    """For each runtime, the reasons it cannot run this node as is (empty list: it can). Facts: rnnconv.check."""
+    from rnnconv import check
+
+    return {rt: [f.problem for f in check.node_findings(rn, rt)] for rt in ("onnxruntime", "openvino")}
 
 
 def describe(rn: onnx_recurrent.RecurrentNode) -> dict:
