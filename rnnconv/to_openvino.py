@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Mapping, Optional
@@ -22,7 +23,7 @@ from rnnconv import verify as verification
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino import convert as ov_convert
 from rnnconv.dialects.openvino import ir as ovir
-from rnnconv.errors import IOFailure, VerificationFailed
+from rnnconv.errors import IOFailure, UsageError, VerificationFailed
 
 OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 
@@ -40,8 +41,7 @@ def to_openvino(model_or_path, out_xml=None, *, fp16: bool = False, verify: bool
     report = verification.Report(command="to-openvino")
     out = Path(out_xml) if out_xml is not None else None
     if out is not None:
-        io.guard_output(out, force=force, inputs=(model_or_path,) if isinstance(model_or_path, (str, os.PathLike))
-                        else ())
+        _guard_ir_output(out, model, model_or_path, force)
     conversion = ov_convert.convert(model, fp16=fp16)
     report.rewrites.extend(conversion.rewrites)
     xml_bytes, bin_bytes = ovir.serialize(conversion.graph)
@@ -62,9 +62,20 @@ def to_openvino(model_or_path, out_xml=None, *, fp16: bool = False, verify: bool
     return report
 
 
+def _guard_ir_output(out: Path, model: ir.Model, source, force: bool) -> None:
+    """Both files of the IR: neither may be an input (the model or its external data), nor exist without force."""
+    if out.with_suffix(".bin") == out:
+        raise UsageError(f"{out}: the .xml and its .bin would be the same file; name the output *.xml")
+    inputs = [source] if isinstance(source, (str, os.PathLike)) else []
+    inputs += io._external_paths(model)
+    for target in (out, out.with_suffix(".bin")):
+        io.guard_output(target, force=force, inputs=tuple(inputs))
+
+
 @contextlib.contextmanager
 def _staged(out: Optional[Path], xml_bytes: bytes, bin_bytes: bytes):
-    """Temporary .xml/.bin in the target folder (or a temp dir); `commit()` renames them into place."""
+    """Temporary .xml/.bin in the target folder (or a temp dir); `commit()` renames them into place, the .bin
+    first; if the .xml cannot follow, the previous .bin (or none) is put back beside the previous .xml."""
     folder = (out.parent if out is not None and str(out.parent) else Path(".")) if out is not None else None
     try:
         if folder is not None:
@@ -72,15 +83,22 @@ def _staged(out: Optional[Path], xml_bytes: bytes, bin_bytes: bytes):
         tmpdir = Path(tempfile.mkdtemp(prefix=".rnnconv-ir.", dir=folder))
     except OSError as err:
         raise IOFailure(f"{out}: cannot write ({err.strerror or err})") from err
-    tmp_xml, tmp_bin = tmpdir / "model.xml", tmpdir / "model.bin"
+    tmp_xml, tmp_bin, backup = tmpdir / "model.xml", tmpdir / "model.bin", tmpdir / "previous.bin"
     try:
         tmp_bin.write_bytes(bin_bytes)
         tmp_xml.write_bytes(xml_bytes)
 
         def commit():
+            target_bin = out.with_suffix(".bin")
             try:
-                os.replace(tmp_bin, out.with_suffix(".bin"))
-                os.replace(tmp_xml, out)
+                had_bin = _keep_previous(target_bin, backup)
+                try:
+                    os.replace(tmp_bin, target_bin)
+                    os.replace(tmp_xml, out)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.replace(backup, target_bin) if had_bin else target_bin.unlink()
+                    raise
             except OSError as err:
                 raise IOFailure(f"{out}: cannot write ({err.strerror or err})") from err
 
@@ -88,11 +106,23 @@ def _staged(out: Optional[Path], xml_bytes: bytes, bin_bytes: bytes):
     except OSError as err:
         raise IOFailure(f"{out}: cannot write ({err.strerror or err})") from err
     finally:
-        for p in (tmp_xml, tmp_bin):
+        for p in (tmp_xml, tmp_bin, backup):
             with contextlib.suppress(OSError):
                 p.unlink()
         with contextlib.suppress(OSError):
             tmpdir.rmdir()
+
+
+def _keep_previous(target: Path, backup: Path) -> bool:
+    """A second name for the file at `target` (a hard link, else a copy), so that a failed commit can put it
+    back while `target` itself is only ever replaced atomically. False when there is no such file."""
+    if not (target.exists() or target.is_symlink()):
+        return False
+    try:
+        os.link(target, backup, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(target, backup, follow_symlinks=False)
+    return True
 
 
 # -- inputs ------------------------------------------------------------------------------------------------

@@ -493,7 +493,7 @@ BROKEN = {
     "no hidden_size": (lambda t: t.replace(' hidden_size="5"', ""), "hidden_size"),
     "edge to nowhere": (lambda t: t.replace("</edges>", '<edge from-layer="0" from-port="0" to-layer="999" '
                                                        'to-port="0" /></edges>'), "names no layer"),
-    "no .bin": (None, "outside the .bin"),
+    "no .bin": (None, r"m\.bin, which is missing"),
 }
 
 

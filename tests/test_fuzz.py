@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import time
-import traceback
 import warnings
 from pathlib import Path
 
@@ -354,27 +353,8 @@ def read_ir(xml: bytes, weights: bytes):
     return graph
 
 
-# Known reader bugs (others' module): (exception type, message, function of ir.py it escapes from, the strict
-# xfail test that reproduces it). When the reader is fixed that test xpasses (strict: fails): delete the entry.
-KNOWN_IR_BUGS = [
-    (ValueError, re.compile(r"cannot reshape array of size \d+ into shape"), "_const_data",
-     "tests/test_hostile.py::test_ir_reader_const_shape_overflow_is_bad_input"),
-    (OverflowError, re.compile(r"int too large to convert"), "_const_data",
-     "tests/test_hostile.py::test_ir_reader_const_shape_overflow_is_bad_input"),
-    (IndexError, re.compile(r"list index out of range"), "output_names",
-     "tests/test_fuzz.py::test_ir_reader_empty_result_output_names_is_bad_input"),
-]
-
-
-def known_ir_bug(err: BaseException) -> bool:
-    frames = {f.name for f in traceback.extract_tb(err.__traceback__)}
-    return any(isinstance(err, t) and m.search(str(err)) and fn in frames for t, m, fn, _ in KNOWN_IR_BUGS)
-
-
-@pytest.mark.xfail(strict=True, raises=IndexError,
-                   reason="ir.py IRGraph.output_names: a Result with output_names=\"\" raises IndexError (found by "
-                          "this fuzz test, RNNCONV_FUZZ_SCALE=4)")
 def test_ir_reader_empty_result_output_names_is_bad_input(tmp_path):
+    # Found by the IR fuzz test (RNNCONV_FUZZ_SCALE=4): it raised IndexError.
     xml, weights = _valid_irs(tmp_path)["gru7_bidirectional"]
     xml = re.sub(rb'output_names="[^"]*"', b'output_names=""', xml, count=1)
     with pytest.raises(RnnconvError):
@@ -384,7 +364,7 @@ def test_ir_reader_empty_result_output_names_is_bad_input(tmp_path):
 def test_fuzz_ir_reader(tmp_path, capsys):
     seeds = _valid_irs(tmp_path)
     assert seeds, "no IR seed could be written"
-    counts = {"cases": 0, "read": 0, "refused": 0, "known bugs": 0}
+    counts = {"cases": 0, "read": 0, "refused": 0}
     started = time.monotonic()
 
     @fuzz_settings(3000)
@@ -393,13 +373,7 @@ def test_fuzz_ir_reader(tmp_path, capsys):
         counts["cases"] += 1
         xml, weights = mutate_ir(*seeds[name], mutations)
         with bounded():
-            try:
-                result = expect_only_rnnconv_errors(read_ir, xml, weights)
-            except Exception as err:
-                if known_ir_bug(err):
-                    counts["known bugs"] += 1
-                    return
-                raise
+            result = expect_only_rnnconv_errors(read_ir, xml, weights)
         counts["refused" if isinstance(result, RnnconvError) else "read"] += 1
 
     run()

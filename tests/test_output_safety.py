@@ -108,8 +108,6 @@ def test_from_openvino_never_writes_over_its_ir(target, tmp_path):
     assert {p: p.read_bytes() for p in before} == before
 
 
-@pytest.mark.xfail(strict=True, reason="to_openvino.py guards only the .xml: the .bin beside it is replaced even "
-                                       "when it exists (no --force) or is the input model itself")
 @pytest.mark.parametrize("case", ["bin exists", "bin is the input"])
 def test_to_openvino_guards_its_bin_too(case, tmp_path):
     model = lstm(tmp_path / ("o.bin" if case == "bin is the input" else "m.onnx"))
@@ -120,6 +118,41 @@ def test_to_openvino_guards_its_bin_too(case, tmp_path):
     assert code == 2, stderr
     assert model.read_bytes() == original
     assert case != "bin exists" or (tmp_path / "o.bin").read_bytes() == b"previous"
+
+
+def test_to_openvino_never_writes_its_bin_over_the_inputs_external_data(tmp_path):
+    model = lstm(tmp_path / "m.onnx", external="o.bin")
+    data = (tmp_path / "o.bin").read_bytes()
+    code, _, stderr = run_cli(["to-openvino", str(model), "-o", str(tmp_path / "o.xml"), "--no-verify", "--force"])
+    assert code == 2 and "refusing to write over the input" in stderr, stderr
+    assert (tmp_path / "o.bin").read_bytes() == data
+    assert files(tmp_path) == {"m.onnx", "o.bin"}
+
+
+@pytest.mark.parametrize("previous", [True, False])
+def test_to_openvino_xml_rename_failing_restores_the_previous_bin(previous, tmp_path, monkeypatch):
+    from rnnconv import to_openvino as to_ov
+
+    model = lstm(tmp_path / "m.onnx")
+    out = tmp_path / "out"
+    out.mkdir()
+    if previous:
+        (out / "o.xml").write_bytes(b"previous xml")
+        (out / "o.bin").write_bytes(b"previous bin")
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if Path(dst) == out / "o.xml":
+            raise OSError(errno.EIO, "Input/output error")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(to_ov.os, "replace", replace)
+    with pytest.raises(IOFailure, match="Input/output error"):
+        to_ov.to_openvino(model, out / "o.xml", verify=False, force=True)
+    if previous:
+        assert (out / "o.xml").read_bytes() == b"previous xml"
+        assert (out / "o.bin").read_bytes() == b"previous bin"
+    assert files(out) == ({"o.xml", "o.bin"} if previous else set())
 
 
 def test_output_that_is_a_directory_is_refused(tmp_path):

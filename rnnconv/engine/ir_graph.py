@@ -59,6 +59,9 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
             src = producers.get((layer.id, p.id))
             if src is None:
                 raise BadInput(f"IR layer {layer.name!r} input port {p.id} is not connected")
+            if src not in computed:
+                raise BadInput(f"IR edge into layer {layer.name!r} port {p.id} comes from output port {src[1]} of "
+                               f"layer {src[0]}, which it does not have")
             args.append(computed[src])
         if layer.type == "Parameter":
             if inner is not None and layer.id in inner:
@@ -78,7 +81,7 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
             port = ovir._port(graph.by_id()[src[0]].outputs, src[1])
             name = port.names[0] if port is not None and port.names else layer.name
             if "output_names" in layer.element_attrs:
-                name = ovir._split_names(layer.element_attrs["output_names"])[0]
+                name = ovir.result_output_name(layer)
             outputs[name] = args[0]
             computed[(layer.id, -1)] = args[0]
             continue

@@ -6,13 +6,16 @@ Format: OpenVINO "IR format" docs (docs.openvino.ai, Intermediate Representation
 Port ids: inputs are numbered first, outputs continue after them. Dims are -1 when dynamic.
 
 Writing needs only numpy and the standard library. Reading refuses any DOCTYPE (so no entity expansion and no
-external entities can happen) and checks every .bin offset against the file.
+external entities can happen), reads only regular files and no more than their size, bounds the nesting of bodies,
+checks every edge against the ports it joins and every .bin offset against the file, sizing shapes in Python ints.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import stat
 import xml.parsers.expat
 from pathlib import Path
 from typing import Optional, Sequence
@@ -20,7 +23,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from rnnconv.errors import BadInput
+from rnnconv.errors import BadInput, IOFailure
 
 # element_type (Parameter/Const data) <-> port precision <-> numpy, from the IR format page and ov.save_model.
 ELEMENT_TYPES = {
@@ -44,6 +47,8 @@ try:  # bfloat16 through ml_dtypes (a dependency of rnnconv), as onnx_ir holds i
 except ImportError:  # pragma: no cover
     pass
 PRECISION_TO_TYPE = {p: t for t, (p, _) in ELEMENT_TYPES.items()}
+MAX_BODY_DEPTH = 64  # TensorIterator/Loop bodies inside bodies; real models nest a few levels
+MAX_TENSOR_BYTES = 1 << 62  # numpy cannot even describe an array (empty or not) past 2^63 bytes
 
 
 def element_type_of(dtype) -> str:
@@ -241,12 +246,20 @@ class IRGraph:
         names = []
         for res in self.results():
             if "output_names" in res.element_attrs:
-                names.append(_split_names(res.element_attrs["output_names"])[0])
+                names.append(result_output_name(res))
                 continue
             src = producers.get((res.id, 0))
             port = _port(by_id[src[0]].outputs, src[1]) if src else None
             names.append(port.names[0] if port is not None and port.names else res.name)
         return names
+
+
+def result_output_name(res: IRLayer) -> str:
+    """The first of a Result's `output_names`; an empty list is BadInput."""
+    names = _split_names(res.element_attrs.get("output_names", ""))
+    if not names:
+        raise BadInput(f"IR Result {res.name!r} has an empty output_names")
+    return names[0]
 
 
 def _port(ports: list[Port], pid: int) -> Optional[Port]:
@@ -434,27 +447,61 @@ def parse_xml(data: bytes, where: str = "<xml>") -> _Element:
 
 
 def read(xml_path, bin_path=None) -> IRGraph:
-    """Read IR version 10 or 11; Const data is copied out of the .bin after checking offsets."""
+    """Read IR version 10 or 11; Const data is copied out of the .bin after checking offsets. A missing .bin is
+    an error only when a Const needs bytes from it."""
     xml_path = Path(xml_path)
     bin_path = Path(bin_path) if bin_path is not None else xml_path.with_suffix(".bin")
+    data = _read_regular_file(xml_path)
+    weights = _read_regular_file(bin_path, missing_ok=True)
+    return parse(data, weights, where=str(xml_path), bin_where=str(bin_path))
+
+
+def _read_regular_file(path: Path, missing_ok: bool = False) -> Optional[bytearray]:
+    """The bytes of a regular file, at most as many as its size when opened (None when missing and allowed).
+
+    Opened non-blocking and checked with fstat on the open descriptor: a FIFO would block the open or the read
+    forever, and a device such as /dev/zero never ends."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        data = xml_path.read_bytes()
+        fd = os.open(path, flags)
+    except FileNotFoundError as err:
+        if missing_ok:
+            return None
+        raise IOFailure(f"{path}: cannot read ({err.strerror or err})") from err
     except OSError as err:
-        from rnnconv.errors import IOFailure
+        raise IOFailure(f"{path}: cannot read ({err.strerror or err})") from err
+    try:
+        st = os.fstat(fd)
+    except OSError as err:
+        os.close(fd)
+        raise IOFailure(f"{path}: cannot read ({err.strerror or err})") from err
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise BadInput(f"{path}: not a regular file")
+    buf, got = bytearray(st.st_size), 0
+    try:
+        with open(fd, "rb", buffering=0) as f, memoryview(buf) as view:
+            while got < len(buf):
+                n = f.readinto(view[got:])
+                if not n:
+                    break  # shrank since fstat: the offset checks see the shorter length
+                got += n
+    except OSError as err:
+        raise IOFailure(f"{path}: cannot read ({err.strerror or err})") from err
+    del buf[got:]
+    return buf
 
-        raise IOFailure(f"{xml_path}: cannot read ({err.strerror or err})") from err
-    weights = bin_path.read_bytes() if bin_path.exists() else b""
-    return parse(data, weights, where=str(xml_path))
 
-
-def parse(xml_bytes: bytes, bin_bytes: bytes = b"", where: str = "<xml>") -> IRGraph:
+def parse(xml_bytes: bytes, bin_bytes: Optional[bytes] = b"", where: str = "<xml>",
+          bin_where: Optional[str] = None) -> IRGraph:
+    """`bin_bytes` None: the .bin (named `bin_where`) does not exist."""
     root = parse_xml(xml_bytes, where)
     if root.tag != "net":
         raise BadInput(f"{where}: root element is <{root.tag}>, expected <net>")
     version = root.attrib.get("version")
     if version not in ("10", "11"):
         raise BadInput(f"{where}: IR version {version!r} is not supported (10 or 11)")
-    graph = _read_body(root, bin_bytes, where)
+    graph = _read_body(root, _Weights(bin_bytes, bin_where or "the .bin"), where, 0)
     graph.name = root.attrib.get("name", "model")
     return graph
 
@@ -476,7 +523,13 @@ def _read_ports(el: Optional[_Element], where) -> list[Port]:
     return ports
 
 
-def _read_body(net: _Element, bin_bytes: bytes, where: str) -> IRGraph:
+@dataclasses.dataclass(frozen=True)
+class _Weights:
+    data: Optional[bytes]  # bytes-like; None: the .bin does not exist
+    name: str
+
+
+def _read_body(net: _Element, weights: _Weights, where: str, depth: int) -> IRGraph:
     graph = IRGraph()
     layers_el = net.find("layers")
     if layers_el is None:
@@ -489,7 +542,7 @@ def _read_body(net: _Element, bin_bytes: bytes, where: str) -> IRGraph:
                         el.attrib.get("version", "opset1"), attrs,
                         _read_ports(el.find("input"), where), _read_ports(el.find("output"), where))
         if layer.type == "Const":
-            layer.value = _const_data(layer, bin_bytes, where)
+            layer.value = _const_data(layer, weights, where)
             for k in ("offset", "size"):
                 layer.attrs.pop(k, None)
         pm = el.find("port_map")
@@ -500,18 +553,42 @@ def _read_body(net: _Element, bin_bytes: bytes, where: str) -> IRGraph:
             layer.back_edges = [dict(c.attrib) for c in be.findall("edge")]
         body = el.find("body")
         if body is not None:
-            layer.body = _read_body(body, bin_bytes, where)
+            if depth >= MAX_BODY_DEPTH:
+                raise BadInput(f"{where}: <body> elements nest deeper than {MAX_BODY_DEPTH} levels")
+            layer.body = _read_body(body, weights, where, depth + 1)
         layer.element_attrs = {k: v for k, v in el.attrib.items() if k not in ("id", "name", "type", "version")}
+        if layer.type == "Result" and "output_names" in layer.element_attrs \
+                and not _split_names(layer.element_attrs["output_names"]):
+            raise BadInput(f"{where}: IR Result {layer.name!r} has an empty output_names")
         graph.layers.append(layer)
         graph._names.add(layer.name)
     edges_el = net.find("edges")
     for e in (edges_el.findall("edge") if edges_el is not None else []):
         graph.edges.append(Edge(*(_int(e.attrib.get(k), where) for k in ("from-layer", "from-port", "to-layer",
                                                                           "to-port"))))
+    _check_edges(graph, where)
     return graph
 
 
-def _const_data(layer: IRLayer, bin_bytes: bytes, where: str) -> np.ndarray:
+def _check_edges(graph: IRGraph, where: str) -> None:
+    """Every edge joins an output port and an input port that exist, so no consumer looks up a missing port."""
+    by_id = graph.by_id()
+    for e in graph.edges:
+        src, dst = by_id.get(e.from_layer), by_id.get(e.to_layer)
+        if src is None or dst is None:
+            raise BadInput(f"{where}: IR edge {e.from_layer}:{e.from_port} -> {e.to_layer}:{e.to_port} names no "
+                           "layer")
+        if not src.outputs:
+            raise BadInput(f"{where}: IR {src.type} {src.name!r} has no <output> port, but an edge starts there")
+        if _port(src.outputs, e.from_port) is None:
+            raise BadInput(f"{where}: IR edge from layer {src.name!r} names output port {e.from_port}, which it "
+                           "does not have")
+        if _port(dst.inputs, e.to_port) is None:
+            raise BadInput(f"{where}: IR edge into layer {dst.name!r} names input port {e.to_port}, which it does "
+                           "not have")
+
+
+def _const_data(layer: IRLayer, weights: _Weights, where: str) -> np.ndarray:
     label = f"{where}: Const layer {layer.name!r}"
     et = layer.attrs.get("element_type")
     dtype = numpy_dtype(et)
@@ -520,12 +597,21 @@ def _const_data(layer: IRLayer, bin_bytes: bytes, where: str) -> np.ndarray:
     if any(s < 0 for s in shape):
         raise BadInput(f"{label}: negative dimension in shape {shape_text!r}")
     offset, size = _int(layer.attrs.get("offset", "0"), label), _int(layer.attrs.get("size", "0"), label)
-    need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if offset < 0 or size < 0 or size != need:
+    if offset < 0:
+        raise BadInput(f"{label}: negative offset {offset}")
+    # Python ints: numpy's int64 product wraps past 2^63 elements and overflows on a dim >= 2^63.
+    if math.prod(d for d in shape if d) * dtype.itemsize > MAX_TENSOR_BYTES:
+        raise BadInput(f"{label}: shape {list(shape)} of {et} is too large to hold")
+    need = math.prod(shape) * dtype.itemsize
+    if size != need:
         raise BadInput(f"{label}: size {size} does not match shape {list(shape)} of {et} ({need} bytes)")
-    if offset + size > len(bin_bytes):
-        raise BadInput(f"{label}: bytes {offset}..{offset + size} lie outside the .bin ({len(bin_bytes)} bytes)")
-    return np.frombuffer(bin_bytes, dtype=dtype, count=need // dtype.itemsize, offset=offset).reshape(shape).copy()
+    if size == 0:
+        return np.zeros(shape, dtype=dtype)
+    if weights.data is None:
+        raise BadInput(f"{label}: needs bytes {offset}..{offset + size} of {weights.name}, which is missing")
+    if offset + size > len(weights.data):
+        raise BadInput(f"{label}: bytes {offset}..{offset + size} lie outside the .bin ({len(weights.data)} bytes)")
+    return np.frombuffer(weights.data, dtype=dtype, count=need // dtype.itemsize, offset=offset).reshape(shape).copy()
 
 
 def bin_path_for(xml_path) -> Path:
