@@ -18,11 +18,16 @@ import onnx_ir as ir
 from rnnconv import io, verify
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.engine.graph import run_onnx
-from rnnconv.errors import RnnconvError, VerificationFailed
+from rnnconv.errors import RnnconvError, UsageError, VerificationFailed
 from rnnconv.passes import rewrite as rw
 from rnnconv.passes import transpose_fold
 
 NODE_T, NODE_N = 5, 3  # concrete sizes for dynamic sequence / batch dims in per-node checks
+BIG_NODE_T, BIG_NODE_N = 3, 2  # the same for layers over BIG_WEIGHT_BYTES
+# full: each rewritten node, then the whole model before against after; node: each rewritten node only (real
+# weights, small batch and sequence); none: no check.
+VERIFY_MODES = ("full", "node", "none")
+BIG_WEIGHT_BYTES = 64 << 20
 
 
 @dataclasses.dataclass
@@ -41,15 +46,62 @@ def interface(model: ir.Model) -> list[tuple]:
     return [("input", *s) for s in inputs] + [("output", *sig(v)) for v in graph.outputs]
 
 
-def load_pair(source) -> tuple[ir.Model, ir.Model]:
-    """Two independent copies: one to rewrite, one to verify against (external data stays memory-mapped)."""
+def load_pair(source, *, original: bool = True) -> tuple[ir.Model, Optional[ir.Model]]:
+    """Two independent copies: one to rewrite, one to verify against (external data stays memory-mapped).
+
+    Without `original` (no whole-model check) the model is read once and the second is None.
+    """
     if isinstance(source, ir.Model):
-        model, original = source, ir.serde.deserialize_model(io.to_proto(source))
+        model, copy = source, (ir.serde.deserialize_model(io.to_proto(source)) if original else None)
     else:
-        model, original = io.load(source), io.load(source, check=False)
+        model, copy = io.load(source), (io.load(source, check=False) if original else None)
+    if copy is not None:
+        _share_external(copy, model)
+    original = copy
     onnx_recurrent.find(model, io.source_name(source))  # bad recurrent nodes: BadInput naming the file
     infer_shapes(model)
     return model, original
+
+
+def _share_external(copy: ir.Model, model: ir.Model) -> None:
+    """Let the copy read its external weights through the model's tensors: one memory map per file, so a
+    weight read by both models' checks is resident once (rewrites replace tensors, never change one)."""
+    for name, v in copy.graph.initializers.items():
+        mine = model.graph.initializers.get(name)
+        t, u = v.const_value, None if mine is None else mine.const_value
+        if (isinstance(t, ir.ExternalTensor) and isinstance(u, ir.ExternalTensor)
+                and os.fspath(t.location) == os.fspath(u.location) and t.offset == u.offset
+                and t.length == u.length and t.dtype == u.dtype and t.shape == u.shape):
+            v.const_value = u
+    # A copy made from an in-memory model lost the folder its external data is read from.
+    bases = {u.base_dir for u in (w.const_value for w in model.graph.initializers.values())
+             if isinstance(u, ir.ExternalTensor)}
+    if len(bases) == 1:
+        for v in copy.graph.initializers.values():
+            if isinstance(v.const_value, ir.ExternalTensor) and not v.const_value.base_dir:
+                v.const_value.base_dir = next(iter(bases))
+
+
+def precision_for(model: ir.Model, nodes=None) -> str:
+    """float64 (the engine's default), or float32 for layers whose float32 (or narrower) weights exceed
+    BIG_WEIGHT_BYTES: a float64 copy of them would double the memory a big model needs to be verified."""
+    weights = [v for rn in (nodes if nodes is not None else onnx_recurrent.find(model))
+               for k, v in rn.inputs.items() if k in ("W", "R", "B", "P") and v is not None
+               and v.const_value is not None]
+    if any(v.const_value.dtype == ir.DataType.DOUBLE for v in weights):
+        return "float64"
+    return "float32" if sum(v.const_value.nbytes for v in weights) > BIG_WEIGHT_BYTES else "float64"
+
+
+def _run(model: ir.Model, feeds, precision: str) -> dict:
+    try:
+        return run_onnx(model, feeds, precision)
+    finally:
+        io.release_external(model)
+
+
+def _engine(precision: str) -> str:
+    return "engine" if precision == "float64" else f"engine, {precision}"
 
 
 def infer_shapes(model: ir.Model) -> None:
@@ -71,8 +123,10 @@ def node_feeds(rn: onnx_recurrent.RecurrentNode, model: ir.Model, seed: int) -> 
     x = rn.inputs["X"]
     x_shape = list(x.shape) if x.shape is not None else [None, None, layer.input_size]
     t_axis, n_axis = (1, 0) if layer.layout else (0, 1)
-    T = x_shape[t_axis] if isinstance(x_shape[t_axis], int) else NODE_T
-    N = x_shape[n_axis] if isinstance(x_shape[n_axis], int) else NODE_N
+    # A big layer's run time is its weights read once per step: fewer steps, still T != N (axis mix-ups show).
+    node_t, node_n = (BIG_NODE_T, BIG_NODE_N) if precision_for(model, [rn]) == "float32" else (NODE_T, NODE_N)
+    T = x_shape[t_axis] if isinstance(x_shape[t_axis], int) else node_t
+    N = x_shape[n_axis] if isinstance(x_shape[n_axis], int) else node_n
     D, H = layer.num_directions, layer.hidden_size
     shapes = {"X": (N, T, layer.input_size) if layer.layout else (T, N, layer.input_size),
               "initial_h": (N, D, H) if layer.layout else (D, N, H)}
@@ -100,11 +154,12 @@ def check_node(model: ir.Model, rewrite: rw.NodeRewrite, opsets_before: dict, op
     after_ir = max(ir_version, io.min_ir_version(opsets_after.get("", 1)))
     after = rw.extract(rewrite.nodes, inputs, [rewrite.outputs[k] for k in keys], opsets_after, after_ir)
     feeds = node_feeds(rn, model, seed)
-    ref = run_onnx(before, feeds)
-    cand = run_onnx(after, feeds)
+    precision = precision_for(model, [rn])
+    ref = _run(before, feeds, precision)
+    cand = _run(after, feeds, precision)
     ref = dict(zip(keys, ref.values()))
     cand = dict(zip(keys, cand.values()))
-    return verify.compare_all(f"node {rn.name}", "engine", ref, cand, atol, rtol)
+    return verify.compare_all(f"node {rn.name}", _engine(precision), ref, cand, atol, rtol)
 
 
 # ---- whole-model verification ----------------------------------------------------------------------------
@@ -127,15 +182,17 @@ def check_models(before: ir.Model, after: ir.Model, seed: int, atol, rtol,
     lengths = sequence_lens_inputs(before)
     feeds = verify.random_inputs(before, seed, dims=dims or {}, lengths=lengths)
     outputs = [o.name for o in before.graph.outputs]
-    checks = [verify.compare_all("model", "engine", run_onnx(before, feeds), run_onnx(after, feeds), atol, rtol,
-                                 names=outputs)]
+    precision = precision_for(before)
+    engine_before = _run(before, feeds, precision)
+    checks = [verify.compare_all("model", _engine(precision), engine_before, _run(after, feeds, precision), atol,
+                                 rtol, names=outputs)]
     ort = _onnxruntime_outputs(before, feeds), _onnxruntime_outputs(after, feeds)
     if ort[0] is not None and ort[1] is not None:
         checks.append(verify.compare_all("model", "onnxruntime", ort[0], ort[1], atol, rtol, names=outputs))
     elif ort[1] is not None:
         # The source cannot run in onnxruntime: hold the converted model in onnxruntime against the engine.
-        checks.append(verify.compare_all("model", "engine(source) vs onnxruntime(converted)",
-                                         run_onnx(before, feeds), ort[1], atol, rtol, names=outputs))
+        checks.append(verify.compare_all("model", f"{_engine(precision)}(source) vs onnxruntime(converted)",
+                                         engine_before, ort[1], atol, rtol, names=outputs))
     return checks
 
 
@@ -149,20 +206,31 @@ def _onnxruntime_outputs(model: ir.Model, feeds) -> Optional[dict]:
         return dict(zip(names, sess.run(None, feeds)))
     except Exception:
         return None
+    finally:
+        del sess
+        io.release_external(model)
 
 
 # ---- the pipeline ----------------------------------------------------------------------------------------
 
 Planner = Callable[[ir.Model, rw.Names], list[rw.NodeRewrite]]
+Progress = Callable[[int, int, str], None]
 
 
 def rewrite_model(source, output, *, command: str, plan: Planner, target_opset: Optional[int] = None,
                   graph_pass: Optional[Callable[[ir.Model], None]] = None, verify_mode: str = "full",
                   atol: Optional[float] = None, rtol: Optional[float] = None, seed: int = 0, force: bool = False,
-                  external_data: Optional[bool] = None) -> Result:
+                  external_data: Optional[bool] = None, progress: Optional[Progress] = None) -> Result:
+    """Plan the rewrites, check each (unless verify_mode is none), apply them, check the whole model (full), save.
+
+    `progress(done, total, label)` is called as each step starts (a terminal's progress bar)."""
+    tick = progress or (lambda done, total, label: None)
     if output is not None:
         io.guard_output(Path(output), force=force, inputs=_paths(source))
-    model, original = load_pair(source)
+    if verify_mode not in VERIFY_MODES:
+        raise UsageError(f"--verify {verify_mode}: expected one of {', '.join(VERIFY_MODES)}")
+    model, original = load_pair(source, original=verify_mode == "full")
+    interface_before = interface(model)
     report = verify.Report(command, verified=verify_mode)
     opsets_before = dict(model.opset_imports)
     opsets_after = dict(opsets_before)
@@ -171,8 +239,10 @@ def rewrite_model(source, output, *, command: str, plan: Planner, target_opset: 
         opsets_after.pop("ai.onnx", None)
     names = rw.Names(model.graph)
     rewrites = plan(model, names)
+    total = (len(rewrites) if verify_mode != "none" else 0) + (verify_mode == "full") + (output is not None)
     for i, r in enumerate(rewrites):
         if verify_mode != "none":
+            tick(i, total, f"node {r.original.name}")
             report.checks.append(check_node(model, r, opsets_before, opsets_after, seed + i, atol, rtol))
         report.rewrites.append({"node": r.original.name, "op": r.original.op, "what": "; ".join(r.what)})
     for r in rewrites:
@@ -184,19 +254,22 @@ def rewrite_model(source, output, *, command: str, plan: Planner, target_opset: 
         model.opset_imports.pop("ai.onnx", None)
         model.opset_imports[""] = target_opset
         model.ir_version = max(model.ir_version, io.min_ir_version(target_opset))
-    if interface(model) != interface(original):
+    if interface(model) != interface_before:
         raise VerificationFailed(f"{command}: the model's interface changed (a bug in rnnconv)", report)
     try:
         io.check_full(model)
     except RnnconvError as err:
         raise VerificationFailed(f"{command}: the converted model fails onnx.checker: {err}", report) from err
     if verify_mode == "full":
+        tick(total - 1 - (output is not None), total, "whole model")
         report.checks.extend(check_models(original, model, seed, atol, rtol))
     if not report.ok:
         raise VerificationFailed(f"{command}: {report.verdict()}; nothing written", report)
     if output is not None:
+        tick(total - 1, total, "writing")
         io.save(model, output, force=force, inputs=_paths(source), external_data=external_data)
         report.output = str(output)
+    tick(total, total, "done")
     return Result(model, report)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import mmap
 import os
 import shutil
 import tempfile
@@ -301,8 +302,7 @@ def save(model: ir.Model, path: str | os.PathLike, *, force: bool = False, input
     try:
         tmp_model = tmpdir / out.name
         if external_data:
-            _small_external_to_memory(model)
-            ir.save(model, tmp_model, external_data=data_name, size_threshold_bytes=SMALL_TENSOR_BYTES)
+            _save_streaming(model, tmp_model, tmpdir / data_name, data_name, folder)
         else:
             ir.save(model, tmp_model)
         if external_data and (tmpdir / data_name).exists():
@@ -337,16 +337,121 @@ def _remove_empty(folders: list[Path]) -> None:
 
 
 SMALL_TENSOR_BYTES = 256  # onnx_ir's default: smaller tensors are stored inside the model file
+ALIGNMENT = 4096  # tensors appended to a data file start on a page, so each one memory-maps on its own
+_SPAN_GAP = 1 << 20  # unreferenced bytes between two referenced ranges of a source file copied rather than split
 
 
-def _small_external_to_memory(model: ir.Model) -> None:
-    """Copy small external tensors into memory ourselves: onnx_ir would release their memory map, which fails
-    (BufferError) while a numpy view of it is alive, as the canonical layers keep one."""
+def _save_streaming(model: ir.Model, model_path: Path, data_path: Path, data_name: str, folder: Path) -> None:
+    """Write `model_path` and its external data `data_path` (referenced as `data_name`) without decoding weights.
+
+    External tensors the rewrite left alone are copied file to file by the kernel (copy_file_range), at their
+    own offsets for the first source file, so their bytes never enter this process; tensors held in memory are
+    appended one at a time; tensors of at most SMALL_TENSOR_BYTES go inside the model file. Only the graph is
+    serialized. The model is left as it was (its tensors still read from where they did).
+    """
+    replaced: list[tuple[object, str, object]] = []  # (owner, attribute, previous tensor) to put back
+
+    def swap(owner, attr: str, tensor) -> None:
+        replaced.append((owner, attr, getattr(owner, attr)))
+        setattr(owner, attr, tensor)
+
+    try:
+        values = [v for g in model.graphs() for v in g.initializers.values() if v.const_value is not None]
+        for attr in _tensor_attributes(model):  # Constant values read from external data: inline, as onnx does
+            if isinstance(attr.value, ir.ExternalTensor):
+                swap(attr, "_value", _in_memory(attr.value))
+        external = [v for v in values if isinstance(v.const_value, ir.ExternalTensor)
+                    and v.const_value.nbytes > SMALL_TENSOR_BYTES]
+        with open(data_path, "wb") as dst:
+            placed = _copy_external(external, dst)
+            end = max((off + n for off, n in placed.values()), default=0)
+            for v in values:
+                t = v.const_value
+                if v in placed:
+                    offset, length = placed[v]
+                elif t.nbytes <= SMALL_TENSOR_BYTES:
+                    if isinstance(t, ir.ExternalTensor):
+                        swap(v, "const_value", _in_memory(t))
+                    continue
+                else:
+                    offset = -(-end // ALIGNMENT) * ALIGNMENT
+                    dst.seek(offset)
+                    dst.write(t.tobytes())  # one tensor at a time: released before the next
+                    length = t.nbytes
+                    end = offset + length
+                swap(v, "const_value", ir.ExternalTensor(
+                    data_name, offset, length, t.dtype, shape=t.shape, name=t.name, doc_string=t.doc_string,
+                    metadata_props=dict(t.metadata_props) or None, base_dir=str(folder)))
+            dst.truncate(end)
+        ir.save(model, model_path)  # no external_data: the references just made are written as they are
+    finally:
+        for owner, attr, previous in reversed(replaced):
+            setattr(owner, attr, previous)
+
+
+def _in_memory(t) -> ir.Tensor:
+    return ir.Tensor(np.array(t.numpy(), copy=True), name=t.name, dtype=t.dtype)
+
+
+def _tensor_attributes(model: ir.Model):
     for graph in model.graphs():
-        for v in graph.initializers.values():
-            t = v.const_value
-            if isinstance(t, ir.ExternalTensor) and t.nbytes <= SMALL_TENSOR_BYTES:
-                v.const_value = ir.Tensor(np.array(t.numpy(), copy=True), name=t.name, dtype=t.dtype)
+        for node in graph:
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.TENSOR and attr.value is not None:
+                    yield attr
+
+
+def _copy_external(values: list, dst) -> dict:
+    """Copy the ranges of the source files that `values` reference into `dst`; {value: (offset, length)} there.
+
+    The first source file's ranges keep their offsets (the output references the same bytes where they were)
+    unless that would leave more than _SPAN_GAP bytes of holes; other files follow, page-aligned. Neighbouring
+    ranges are copied as one span.
+    """
+    by_file: dict[str, list] = {}
+    for v in values:
+        t = v.const_value
+        by_file.setdefault(os.path.realpath(t.path), []).append(v)
+    placed: dict = {}
+    end = 0
+    for i, (path, vs) in enumerate(by_file.items()):
+        ranges = sorted(((v.const_value.offset or 0, v.const_value.length or v.const_value.nbytes, v) for v in vs),
+                        key=lambda r: r[0])
+        spans: list[list] = []  # [start, stop, [(offset, length, value)...]]
+        for off, n, v in ranges:
+            if spans and off <= spans[-1][1] + _SPAN_GAP:
+                spans[-1][1] = max(spans[-1][1], off + n)
+                spans[-1][2].append((off, n, v))
+            else:
+                spans.append([off, off + n, [(off, n, v)]])
+        holes = spans[0][0] + sum(b[0] - a[1] for a, b in zip(spans, spans[1:]))
+        in_place = i == 0 and holes <= _SPAN_GAP
+        with open(path, "rb") as src:
+            for start, stop, members in spans:
+                at = start if in_place else -(-end // ALIGNMENT) * ALIGNMENT
+                _copy_range(src.fileno(), dst.fileno(), start, at, stop - start)
+                for off, n, v in members:
+                    placed[v] = (at + off - start, n)
+                end = max(end, at + stop - start)
+    return placed
+
+
+def _copy_range(src: int, dst: int, src_offset: int, dst_offset: int, length: int) -> None:
+    """Copy bytes file to file in the kernel (copy_file_range); plain reads and writes where it is unavailable."""
+    kernel = hasattr(os, "copy_file_range")
+    while length > 0:
+        if kernel:
+            try:
+                n = os.copy_file_range(src, dst, min(length, 1 << 30), src_offset, dst_offset)
+            except OSError:  # another file system, or a kernel without it
+                kernel = False
+                continue
+        else:
+            chunk = os.pread(src, min(length, 1 << 24), src_offset)
+            n = os.pwrite(dst, chunk, dst_offset) if chunk else 0
+        if n == 0:
+            raise OSError(f"external data ended {length} bytes early")
+        src_offset, dst_offset, length = src_offset + n, dst_offset + n, length - n
 
 
 def _restore(target: Path, backup: Path | None) -> None:
@@ -366,6 +471,36 @@ def _external_paths(model: ir.Model) -> list[Path]:
             with contextlib.suppress(Exception):
                 out.append(Path(v.const_value.path))
     return out
+
+
+def release_pages(view: np.ndarray) -> None:
+    """Drop the pages of a memory-mapped array view from this process's resident set once they are read.
+
+    The kernel keeps them in its page cache (a later read faults them back in cheaply), so scanning a multi-GB
+    weight costs one chunk of resident memory, not the weight. A no-op for arrays that are not memory-mapped.
+    """
+    mm, base = view, None
+    while isinstance(mm, (np.ndarray, memoryview)) and not isinstance(mm, mmap.mmap):
+        if isinstance(mm, memoryview):
+            base, mm = mm, mm.obj
+        else:
+            mm = mm.base
+    if not isinstance(mm, mmap.mmap) or base is None or not hasattr(mm, "madvise") or view.nbytes == 0:
+        return
+    with contextlib.suppress(Exception):
+        start = view.__array_interface__["data"][0] - np.frombuffer(base, np.uint8).__array_interface__["data"][0]
+        stop = min(start + view.nbytes, len(mm))
+        start -= start % mmap.PAGESIZE
+        mm.madvise(mmap.MADV_DONTNEED, start, stop - start)
+
+
+def release_external(model: ir.Model) -> None:
+    """release_pages for every external weight of `model` that has been read."""
+    for graph in model.graphs():
+        for v in graph.initializers.values():
+            t = v.const_value
+            if isinstance(t, ir.ExternalTensor) and t.raw is not None:
+                release_pages(t.numpy())
 
 
 def guard_output(out: Path, *, force: bool, inputs: tuple = ()) -> None:

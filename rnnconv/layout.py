@@ -52,7 +52,8 @@ def _fold(created: list, model: ir.Model) -> None:
 
 def convert_layout(source, output=None, *, to: int, nodes: Optional[Sequence[str]] = None,
                    opset: Optional[int] = None, verify: str = "full", atol: Optional[float] = None,
-                   rtol: Optional[float] = None, seed: int = 0, force: bool = False) -> convert.Result:
+                   rtol: Optional[float] = None, seed: int = 0, force: bool = False,
+                   external_data: Optional[bool] = None, progress=None) -> convert.Result:
     """Give the recurrent nodes (all, or those named in `nodes`) layout `to`; `opset` also moves the model there.
 
     Layout 1 exists from opset 14: below it, raise Unsupported unless `opset` (>= 14) is given. Transposes that
@@ -71,7 +72,7 @@ def convert_layout(source, output=None, *, to: int, nodes: Optional[Sequence[str
         raise Unsupported(f"layout 1 needs opset {LAYOUT_SINCE} or higher (GRU/LSTM/RNN-14); the model is at opset "
                           f"{target}: {how}")
     _selected(model, nodes)  # unknown node names fail before any work
-    common = dict(verify=verify, atol=atol, rtol=rtol, seed=seed)
+    common = dict(verify=verify, atol=atol, rtol=rtol, seed=seed, progress=progress)
     steps = []  # (result, whether it is an opset step)
     if target > current:  # upgrade first, so the nodes can hold `layout`
         steps.append((opset_cmd.convert_opset(source, None, opset=target, command="upgrade", **common), True))
@@ -80,10 +81,11 @@ def convert_layout(source, output=None, *, to: int, nodes: Optional[Sequence[str
     steps.append((convert.rewrite_model(
         source, None if target < current else output, command="layout",
         plan=functools.partial(_plan, to, nodes, created), graph_pass=functools.partial(_fold, created),
-        verify_mode=verify, atol=atol, rtol=rtol, seed=seed, force=force), False))
+        verify_mode=verify, atol=atol, rtol=rtol, seed=seed, force=force, external_data=external_data,
+        progress=progress), False))
     if target < current:  # layout first, then down (downgrade itself only ever takes layout 1 to 0)
         steps.append((opset_cmd.convert_opset(steps[-1][0].model, output, opset=target, command="downgrade",
-                                              force=force, **common), True))
+                                              force=force, external_data=external_data, **common), True))
     result = steps[-1][0]
     report = verify_mod.Report("layout", verified=verify, output=result.report.output)
     for step, is_opset in steps:  # one report; the opset step's checks carry its name

@@ -51,13 +51,13 @@ def _graph_pass(target: int, model: ir.Model) -> None:
 
 def convert_opset(source, output=None, *, opset: int, command: str = "convert-opset", verify: str = "full",
                   atol=None, rtol=None, seed: int = 0, force: bool = False,
-                  external_data: Optional[bool] = None) -> convert.Result:
+                  external_data: Optional[bool] = None, progress=None) -> convert.Result:
     if opset < MIN_OPSET or opset > io.latest_opset():
         raise UsageError(f"--opset {opset} is outside 1..{io.latest_opset()} (the installed onnx)")
     return convert.rewrite_model(
         source, output, command=command, plan=functools.partial(_plan, opset), target_opset=opset,
         graph_pass=functools.partial(_graph_pass, opset), verify_mode=verify, atol=atol, rtol=rtol, seed=seed,
-        force=force, external_data=external_data)
+        force=force, external_data=external_data, progress=progress)
 
 
 def _source_opset(source) -> int:

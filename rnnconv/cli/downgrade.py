@@ -1,23 +1,23 @@
 from __future__ import annotations
 
+import functools
+
 import click
 
-from rnnconv.cli.options import force_option, json_option, output_option, run_reported, verify_options
+from rnnconv.cli.options import converting
 
 
-@click.command("downgrade")
-@click.argument("model", type=click.Path(dir_okay=False))
-@output_option
+@converting("downgrade", progress=True)
 @click.option("--opset", type=int, required=True, help="Target opset.")
-@verify_options
-@json_option
-@force_option
-def command(model, output, opset, no_verify, atol, rtol, seed, as_json, force):
+@click.option("--external-data", is_flag=True, help="Keep the weights in OUT.data beside OUT (the default when "
+                                                    "the source has external data or its weights pass 1.8 GB).")
+def command(opset, external_data):
     """Move MODEL to an older opset, GRU/LSTM/RNN nodes included, and verify every rewrite.
+
+    Several models or directories with --out-dir DIR run in batch mode (see --jobs, --report).
 
     Example: rnnconv downgrade fixtures/lstm14_forward.onnx -o lstm7.onnx --opset 7
     """
     from rnnconv.opset import downgrade
 
-    run_reported(lambda: downgrade(model, output, opset=opset, verify="none" if no_verify else "full", atol=atol,
-                                   rtol=rtol, seed=seed, force=force), as_json)
+    return functools.partial(downgrade, opset=opset, external_data=external_data or None)

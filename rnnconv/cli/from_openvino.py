@@ -1,25 +1,22 @@
 from __future__ import annotations
 
+import functools
+
 import click
 
-from rnnconv.cli.options import force_option, json_option, output_option, run_reported, verify_options
+from rnnconv.cli.options import converting
 
 
-@click.command("from-openvino")
-@click.argument("model", type=click.Path(dir_okay=False))
-@output_option
+@converting("from-openvino", reads=".xml", writes=".onnx", verify_modes=("full", "none"))
 @click.option("--bin", "bin_path", type=click.Path(dir_okay=False), default=None,
-              help="The weights file (default: MODEL with the suffix .bin).")
+              help="The weights file (default: MODEL with the suffix .bin; one MODEL only).")
 @click.option("--opset", type=int, default=None,
               help="Default-domain opset of the ONNX model (default: the newest that both onnx and onnxruntime "
                    "support; at least 7, at least 14 with --layout 1).")
 @click.option("--layout", type=click.Choice(["0", "1"]), default="0", show_default=True,
               help="0: time-major recurrent nodes with Transposes around them (onnxruntime runs these); "
                    "1: batch-major, as OpenVINO holds them (opset >= 14; onnxruntime's CPU kernels refuse it).")
-@verify_options
-@json_option
-@force_option
-def command(model, output, bin_path, opset, layout, no_verify, atol, rtol, seed, as_json, force):
+def command(bin_path, opset, layout):
     """Convert OpenVINO IR (MODEL.xml + .bin, IR version 10 or 11) to ONNX, GRUSequence / LSTMSequence /
     RNNSequence as ONNX GRU / LSTM / RNN, and verify the result against the IR.
 
@@ -27,12 +24,11 @@ def command(model, output, bin_path, opset, layout, no_verify, atol, rtol, seed,
     synthesized from shapes come back absent; a TensorIterator whose body is one LSTMCell / GRUCell / RNNCell step
     becomes the ONNX sequence op. The IR runs in rnnconv's IR interpreter and in the OpenVINO runtime (CPU, f32,
     when installed) against the ONNX model in rnnconv's engine and onnxruntime: nothing is written on a mismatch
-    (exit 1), and layers without an ONNX mapping are all listed (exit 3).
+    (exit 1), and layers without an ONNX mapping are all listed (exit 3). Several models or directories with
+    --out-dir DIR run in batch mode (see --jobs, --report).
 
     Example: rnnconv from-openvino model.xml -o model.onnx
     """
     from rnnconv.from_openvino import from_openvino
 
-    run_reported(lambda: from_openvino(model, output, bin=bin_path, opset=opset, layout=int(layout),
-                                       verify="none" if no_verify else "full", atol=atol, rtol=rtol, seed=seed,
-                                       force=force), as_json)
+    return functools.partial(from_openvino, bin=bin_path, opset=opset, layout=int(layout))

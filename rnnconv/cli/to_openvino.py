@@ -1,19 +1,16 @@
 from __future__ import annotations
 
+import functools
+
 import click
 
-from rnnconv.cli.options import force_option, json_option, output_option, run_reported, verify_options
+from rnnconv.cli.options import converting
 
 
-@click.command("to-openvino")
-@click.argument("model", type=click.Path(dir_okay=False))
-@output_option
+@converting("to-openvino", writes=".xml", verify_modes=("full", "none"))
 @click.option("--fp16", is_flag=True, help="Store float weights as f16 (decompressed to f32 at load, as "
                                            "ov.save_model does); verified at 2e-3.")
-@verify_options
-@json_option
-@force_option
-def command(model, output, fp16, no_verify, atol, rtol, seed, as_json, force):
+def command(fp16):
     """Write MODEL as OpenVINO IR v11 (OUT.xml + OUT.bin), GRU/LSTM/RNN as opset5 Sequence ops.
 
     What those ops cannot express (peepholes, input_forget, activations other than relu/sigmoid/tanh, clip 0,
@@ -21,10 +18,14 @@ def command(model, output, fp16, no_verify, atol, rtol, seed, as_json, force):
     recurrence: never dropped. Every recurrent node is checked alone, then the whole model: the source in
     onnxruntime (rnnconv's engine where onnxruntime cannot run it) against the IR in rnnconv's IR interpreter
     and in the OpenVINO runtime (CPU, f32) when installed. Exit 1 and nothing written on a mismatch; exit 3
-    listing every op type that has no OpenVINO mapping.
+    listing every op type that has no OpenVINO mapping. Several models or directories with --out-dir DIR run
+    in batch mode (see --jobs, --report).
     """
+    return functools.partial(convert, fp16=fp16)
+
+
+def convert(source, output, *, verify: str, fp16: bool, **common):
     from rnnconv.to_openvino import to_openvino
 
     # The OpenVINO runtime check runs in a child process: a plugin crash fails the check, not the command.
-    run_reported(lambda: to_openvino(model, output, fp16=fp16, verify=not no_verify, atol=atol, rtol=rtol,
-                                     seed=seed, force=force, isolate=True), as_json)
+    return to_openvino(source, output, fp16=fp16, verify=verify != "none", isolate=True, **common)

@@ -1,24 +1,24 @@
 from __future__ import annotations
 
+import functools
+
 import click
 
-from rnnconv.cli.options import force_option, json_option, output_option, run_reported, verify_options
+from rnnconv.cli.options import converting
 
 
-@click.command("upgrade")
-@click.argument("model", type=click.Path(dir_okay=False))
-@output_option
+@converting("upgrade", progress=True)
 @click.option("--opset", type=int, default=None,
               help="Target opset (default: the newest that both onnx and onnxruntime support).")
-@verify_options
-@json_option
-@force_option
-def command(model, output, opset, no_verify, atol, rtol, seed, as_json, force):
+@click.option("--external-data", is_flag=True, help="Keep the weights in OUT.data beside OUT (the default when "
+                                                    "the source has external data or its weights pass 1.8 GB).")
+def command(opset, external_data):
     """Move MODEL to a newer opset, GRU/LSTM/RNN nodes included, and verify every rewrite.
+
+    Several models or directories with --out-dir DIR run in batch mode (see --jobs, --report).
 
     Example: rnnconv upgrade fixtures/gru1_forward.onnx -o gru.onnx
     """
     from rnnconv.opset import upgrade
 
-    run_reported(lambda: upgrade(model, output, opset=opset, verify="none" if no_verify else "full", atol=atol,
-                                 rtol=rtol, seed=seed, force=force), as_json)
+    return functools.partial(upgrade, opset=opset, external_data=external_data or None)

@@ -270,11 +270,17 @@ def _count_nonfinite(array: Optional[np.ndarray], chunk: int = 1 << 22) -> int:
     """NaN/Inf count in chunks, so a memory-mapped multi-GB weight is not copied into a mask whole."""
     if array is None or array.dtype.kind not in "fV" and array.dtype.name != "bfloat16":
         return 0
+    from rnnconv.io import release_pages
+
     flat = array.reshape(-1)
+    bad = 0
     try:
-        return sum(int(np.count_nonzero(~np.isfinite(flat[i:i + chunk]))) for i in range(0, flat.size, chunk))
+        for i in range(0, flat.size, chunk):
+            bad += int(np.count_nonzero(~np.isfinite(flat[i:i + chunk])))
+            release_pages(flat[i:i + chunk])  # a memory-mapped weight does not stay resident once scanned
     except TypeError:  # a float type numpy cannot test (exotic 8-bit floats): nothing to report
         return 0
+    return bad
 
 
 def _value_dtype(value: Optional[ir.Value]):

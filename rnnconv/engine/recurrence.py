@@ -15,6 +15,7 @@ import numpy as np
 
 from rnnconv.activations import Activation, apply, resolve
 from rnnconv.errors import BadInput
+from rnnconv.io import release_pages
 from rnnconv.dialects.onnx_recurrent import GATES as ONNX_GATES, PEEPHOLES as ONNX_PEEPHOLES
 from rnnconv.layer import DIRECTIONS, Layer
 
@@ -64,8 +65,8 @@ def run_direction(
 
     # Wb + Rb folds into the input projection, except GRU's Rbh which linear_before_reset puts under rt.
     bias = np.concatenate([vec(Wb, g) + (0 if lbr and g == "h" else vec(Rb, g)) for g in gates])
-    W_cat = np.concatenate([np.asarray(W[g], dt) for g in gates])
-    XW = np.matmul(np.asarray(X, dt).reshape(T * N, I), W_cat.T).reshape(T, N, G * H)
+    XW = _stacked_product([W[g] for g in gates], dt)(np.asarray(X, dt).reshape(T * N, I),
+                                                    np.empty((T * N, G * H), dt)).reshape(T, N, G * H)
     XW += bias
 
     h_prev = np.zeros((N, H), dt) if initial_h is None else np.array(initial_h, dt)
@@ -102,6 +103,25 @@ def run_direction(
     return Y, Y_h, Y_c
 
 
+# Weights of at least this many bytes, already in the computing dtype, are multiplied gate by gate where they lie
+# (memory-mapped, for big models) instead of being stacked into a new matrix: no copy of the layer's weights.
+NO_COPY_BYTES = 16 << 20
+
+
+def _stacked_product(mats: Sequence[np.ndarray], dt):
+    """`product(x, out)`: x @ concatenate(mats).T into `out` ([rows, sum of the mats' rows])."""
+    if all(np.asarray(m).dtype == dt for m in mats) and sum(np.asarray(m).nbytes for m in mats) >= NO_COPY_BYTES:
+        def product(x, out):
+            start = 0
+            for m in mats:
+                np.matmul(x, np.asarray(m).T, out=out[:, start:start + m.shape[0]])
+                start += m.shape[0]
+            return out
+        return product
+    stacked = np.ascontiguousarray(np.concatenate([np.asarray(m, dt) for m in mats]).T)
+    return lambda x, out: np.matmul(x, stacked, out=out)
+
+
 # clip bounds the inputs of f and g; neither Ct nor the input of h(Ct) is clipped, as in onnxruntime.
 def _clip(x, clip):
     if clip is not None:
@@ -110,11 +130,11 @@ def _clip(x, clip):
 
 def _rnn_loop(R, activations, clip, N, H, dt, **_):
     (f,) = activations
-    Rt = np.ascontiguousarray(np.asarray(R["i"], dt).T)
+    Rt = _stacked_product([R["i"]], dt)
 
     def step(xw, h_prev, c_prev, out):
         # Ht = f(Xt*(Wi^T) + Ht-1*(Ri^T) + Wbi + Rbi)
-        np.matmul(h_prev, Rt, out=out)
+        Rt(h_prev, out)
         np.add(out, xw, out=out)
         _clip(out, clip)
         apply(f, out, out=out)
@@ -127,15 +147,15 @@ def _gru_loop(R, Rbh, activations, clip, linear_before_reset, N, H, dt, **_):
     f, g = activations
     # linear_before_reset needs Ht-1*(Rh^T) before rt is known: then one product covers all three gates.
     product_gates = ("z", "r", "h") if linear_before_reset else ("z", "r")
-    Rt = np.ascontiguousarray(np.concatenate([np.asarray(R[k], dt) for k in product_gates]).T)
-    Rht = np.ascontiguousarray(np.asarray(R["h"], dt).T)
+    Rt = _stacked_product([R[k] for k in product_gates], dt)
+    Rht = _stacked_product([R["h"]], dt)
     gates = np.empty((N, len(product_gates) * H), dt)
     zr, zt, rt = gates[:, : 2 * H], gates[:, :H], gates[:, H : 2 * H]
     ht, tmp = np.empty((N, H), dt), np.empty((N, H), dt)
 
     def step(xw, h_prev, c_prev, out):
         # zt = f(Xt*(Wz^T) + Ht-1*(Rz^T) + Wbz + Rbz), rt likewise
-        np.matmul(h_prev, Rt, out=gates)
+        Rt(h_prev, gates)
         np.add(zr, xw[:, : 2 * H], out=zr)
         _clip(zr, clip)
         apply(f, zr, out=zr)
@@ -146,7 +166,7 @@ def _gru_loop(R, Rbh, activations, clip, linear_before_reset, N, H, dt, **_):
         else:
             # ht = g(Xt*(Wh^T) + (rt (.) Ht-1)*(Rh^T) + Rbh + Wbh)
             np.multiply(rt, h_prev, out=tmp)
-            np.matmul(tmp, Rht, out=ht)
+            Rht(tmp, ht)
         np.add(ht, xw[:, 2 * H :], out=ht)
         _clip(ht, clip)
         apply(g, ht, out=ht)
@@ -162,7 +182,7 @@ def _gru_loop(R, Rbh, activations, clip, linear_before_reset, N, H, dt, **_):
 
 def _lstm_loop(R, P, activations, clip, input_forget, N, H, dt, **_):
     f, g, h = activations
-    Rt = np.ascontiguousarray(np.concatenate([np.asarray(R[k], dt) for k in _PACKING["LSTM"]]).T)
+    Rt = _stacked_product([R[k] for k in _PACKING["LSTM"]], dt)
     Pi, Po, Pf = (np.asarray(P[k], dt) for k in ("i", "o", "f")) if P else (None, None, None)
     gates = np.empty((N, 4 * H), dt)
     it, ft, ot, ct = (gates[:, k * H : (k + 1) * H] for k in range(4))
@@ -172,7 +192,7 @@ def _lstm_loop(R, P, activations, clip, input_forget, N, H, dt, **_):
     cells = (np.empty((N, H), dt), np.empty((N, H), dt))
 
     def step(xw, h_prev, c_prev, out):
-        np.matmul(h_prev, Rt, out=gates)
+        Rt(h_prev, gates)
         np.add(gates, xw, out=gates)
         if P:
             # it = f(... + Pi (.) Ct-1 ...), ft = f(... + Pf (.) Ct-1 ...)
@@ -228,8 +248,9 @@ def run_layer(
     T, N, _ = X.shape
     H = R[0][next(iter(R[0]))].shape[0]
     Y = np.zeros((T, num_directions, N, H), dtype)
-    outputs = [
-        run_direction(
+    outputs = []
+    for d in range(num_directions):
+        outputs.append(run_direction(
             kind, X, W[d], R[d], Wb[d], Rb[d], P[d], activations[d],
             sequence_lens=sequence_lens,
             initial_h=None if initial_h is None else initial_h[d],
@@ -238,9 +259,10 @@ def run_layer(
             dtype=dtype,
             Y=Y[:, d],
             **attributes,
-        )
-        for d in range(num_directions)
-    ]
+        ))
+        for weights in (W[d], R[d]):  # memory-mapped weights of a big model: resident one direction at a time
+            for g in weights or {}:
+                release_pages(np.asarray(weights[g]))
     Y_h = np.stack([o[1] for o in outputs])
     Y_c = None if kind != "LSTM" else np.stack([o[2] for o in outputs])
     return Y, Y_h, Y_c

@@ -1,0 +1,332 @@
+"""Big models and model fleets: external data through every command (weights copied file to file, never through
+memory), per-node verification, batch mode over directories with a broken model among good ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rnnconv import io
+from tests.test_hostile import run_cli
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "fixtures"
+
+
+def lstm(path: Path, *, H: int = 8, I: int = 5, opset: int = 14, layout: int = 0, external: str | None = "w.data",
+         one_file: bool = True) -> Path:
+    """A bidirectional LSTM whose W, R, B (all > 256 bytes) live in external data beside it."""
+    rng = np.random.default_rng(1)
+    D = 2
+    w = {"W": rng.uniform(-1, 1, (D, 4 * H, I)), "R": rng.uniform(-1, 1, (D, 4 * H, H)),
+         "B": rng.uniform(-1, 1, (D, 8 * H))}
+    inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in w.items()]
+    x_shape = ["N", "T", I] if layout else ["T", "N", I]
+    attrs = {"layout": layout} if layout else {}
+    graph = helper.make_graph(
+        [helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h"], name="lstm", hidden_size=H,
+                          direction="bidirectional", **attrs)], "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", "T", D, H] if layout else ["T", D, "N", H]),
+         helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, ["N", D, H] if layout else [D, "N", H])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if external:
+        onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=one_file,
+                  location=external, size_threshold=0)
+    else:
+        onnx.save(model, str(path))
+    return path
+
+
+def snapshot(folder: Path) -> dict:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file()}
+
+
+def weights(path: Path) -> dict:
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+
+
+def external_locations(path: Path) -> set:
+    proto = onnx.load(str(path), load_external_data=False)
+    return {e.value for t in proto.graph.initializer if t.data_location == TensorProto.EXTERNAL
+            for e in t.external_data if e.key == "location"}
+
+
+# -- external data through every command -----------------------------------------------------------------------
+
+ONNX_COMMANDS = {
+    "upgrade": ["upgrade"],
+    "downgrade": ["downgrade", "--opset", "13"],
+    "layout": ["layout", "--to", "1"],
+    "layout-opset": ["layout", "--to", "0", "--opset", "13"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(ONNX_COMMANDS))
+@pytest.mark.parametrize("one_file", [True, False])
+def test_external_data_survives_onnx_commands(command, one_file, tmp_path):
+    src = lstm(tmp_path / "src" / "m.onnx", one_file=one_file)
+    before = snapshot(src.parent)
+    out = tmp_path / "out" / "o.onnx"
+    code, _, stderr = run_cli([*ONNX_COMMANDS[command][:1], str(src), "-o", str(out),
+                               *ONNX_COMMANDS[command][1:]])
+    assert code == 0, stderr
+    assert external_locations(out) == {"o.onnx.data"}  # where the output says, and only there
+    assert sorted(p.name for p in out.parent.iterdir()) == ["o.onnx", "o.onnx.data"]
+    assert not any(os.path.samefile(out.parent / "o.onnx.data", p) for p in src.parent.iterdir())  # a copy
+    got, want = weights(out), weights(src)
+    for name in ("W", "R"):  # untouched by every one of these rewrites
+        np.testing.assert_array_equal(got[name], want[name])
+    assert snapshot(src.parent) == before  # the source is untouched
+
+
+def test_untouched_weights_keep_their_offsets(tmp_path):
+    src = lstm(tmp_path / "src" / "m.onnx")
+    out = tmp_path / "o.onnx"
+    code, _, stderr = run_cli(["upgrade", str(src), "-o", str(out), "--no-verify"])
+    assert code == 0, stderr
+
+    def offsets(path):
+        proto = onnx.load(str(path), load_external_data=False)
+        return {t.name: {e.key: e.value for e in t.external_data if e.key != "location"}
+                for t in proto.graph.initializer}
+
+    assert offsets(out) == offsets(src)
+    assert (tmp_path / "o.onnx.data").read_bytes() == (src.parent / "w.data").read_bytes()
+
+
+def test_new_tensors_go_to_the_data_file_or_inline(tmp_path):
+    # A bidirectional layout-1 node to opset 13: Transposes (small constants inline), weights copied.
+    src = lstm(tmp_path / "src" / "m.onnx", layout=1)
+    out = tmp_path / "o.onnx"
+    code, _, stderr = run_cli(["downgrade", str(src), "-o", str(out), "--opset", "13"])
+    assert code == 0, stderr
+    model = io.load(out)
+    for v in model.graph.initializers.values():
+        t = v.const_value
+        assert isinstance(t, ir.ExternalTensor) == (t.nbytes > io.SMALL_TENSOR_BYTES)
+
+
+def test_save_keeps_the_model_as_it_was(tmp_path):
+    src = lstm(tmp_path / "src" / "m.onnx")
+    model = io.load(src)
+    extra = ir.Value(name="big", const_value=ir.tensor(np.arange(1000, dtype=np.float32), name="big"),
+                     type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([1000]))
+    model.graph.register_initializer(extra)
+    tensors = {n: v.const_value for n, v in model.graph.initializers.items()}
+    io.save(model, tmp_path / "o.onnx", external_data=True)
+    assert {n: v.const_value for n, v in model.graph.initializers.items()} == tensors
+    saved = io.load(tmp_path / "o.onnx", check=False)
+    np.testing.assert_array_equal(saved.graph.initializers["big"].const_value.numpy(), np.arange(1000))
+    assert saved.graph.initializers["big"].const_value.offset % io.ALIGNMENT == 0
+
+
+def test_to_openvino_reads_external_data(tmp_path):
+    pytest.importorskip("openvino")
+    src = lstm(tmp_path / "src" / "m.onnx")
+    before = snapshot(src.parent)
+    out = tmp_path / "out" / "o.xml"
+    code, stdout, stderr = run_cli(["to-openvino", str(src), "-o", str(out), "--json"])
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    assert report["ok"] and report["checks"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["o.bin", "o.xml"]
+    assert snapshot(src.parent) == before
+
+
+def test_external_data_when_asked(tmp_path):
+    src = lstm(tmp_path / "m.onnx", external=None)
+    out = tmp_path / "o.onnx"
+    code, _, stderr = run_cli(["upgrade", str(src), "-o", str(out), "--external-data", "--no-verify"])
+    assert code == 0, stderr
+    assert external_locations(out) == {"o.onnx.data"}
+    np.testing.assert_array_equal(weights(out)["R"], weights(src)["R"])
+
+
+# -- verification scope ----------------------------------------------------------------------------------------
+
+def test_verify_node_is_reported(tmp_path):
+    src = lstm(tmp_path / "m.onnx", opset=7)
+    code, stdout, stderr = run_cli(["upgrade", str(src), "-o", str(tmp_path / "o.onnx"), "--verify", "node",
+                                    "--json"])
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    assert report["verified"] == "node"
+    assert report["checks"] and all(c["subject"].startswith("node ") for c in report["checks"])
+    code, stdout, _ = run_cli(["upgrade", str(src), "-o", str(tmp_path / "p.onnx"), "--verify", "node"])
+    assert code == 0 and "per node only" in stdout
+
+
+def test_no_verify_is_verify_none(tmp_path):
+    src = lstm(tmp_path / "m.onnx", opset=7)
+    code, stdout, stderr = run_cli(["upgrade", str(src), "-o", str(tmp_path / "o.onnx"), "--no-verify", "--json"])
+    assert code == 0, stderr
+    assert json.loads(stdout)["verified"] == "none" and json.loads(stdout)["checks"] == []
+
+
+def test_big_layers_are_checked_in_float32():
+    from rnnconv import convert
+
+    model = io.load(FIXTURES / "lstm.onnx")
+    assert convert.precision_for(model) == "float64"
+    small = convert.BIG_WEIGHT_BYTES
+    try:
+        convert.BIG_WEIGHT_BYTES = 0
+        assert convert.precision_for(model) == "float32"
+    finally:
+        convert.BIG_WEIGHT_BYTES = small
+
+
+# -- batch mode ------------------------------------------------------------------------------------------------
+
+def fleet(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    for name in ("lstm.onnx", "gru1_forward.onnx"):
+        (folder / name).write_bytes((FIXTURES / name).read_bytes())
+    lstm(folder / "nested" / "external.onnx", opset=7)
+    (folder / "broken.onnx").write_bytes(b"not a model at all")
+    return folder
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_batch_over_a_directory_with_a_broken_model(jobs, tmp_path):
+    models = fleet(tmp_path / "models")
+    out, report = tmp_path / "out", tmp_path / "report.json"
+    code, stdout, stderr = run_cli(["upgrade", str(models), "--out-dir", str(out), "--report", str(report),
+                                    "--jobs", jobs])
+    assert code == 4, stderr  # the broken model's exit code: bad input
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert written == ["gru1_forward.onnx", "lstm.onnx", "nested/external.onnx", "nested/external.onnx.data"]
+    data = json.loads(report.read_text())
+    assert data["exit_code"] == 4 and not data["ok"]
+    rows = {Path(r["model"]).name: r for r in data["models"]}
+    assert sorted(rows) == ["broken.onnx", "external.onnx", "gru1_forward.onnx", "lstm.onnx"]
+    assert rows["broken.onnx"]["exit_code"] == 4 and "not an ONNX model" in rows["broken.onnx"]["error"]
+    assert rows["broken.onnx"]["output"] is None
+    for name in ("external.onnx", "gru1_forward.onnx", "lstm.onnx"):
+        assert rows[name]["ok"] and rows[name]["nodes_rewritten"] == 1 and rows[name]["verified"] == "full"
+        assert rows[name]["max_abs"] is not None and rows[name]["seconds"] >= 0
+    assert "broken.onnx" in stdout and "3 of 4 model(s) converted, 1 failed" in stdout
+    assert "not an ONNX model" in stderr
+
+
+def test_batch_exit_code_is_the_most_severe(tmp_path):
+    a = lstm(tmp_path / "a.onnx", opset=7)
+    b = tmp_path / "b.onnx"
+    b.write_bytes(b"garbage")
+    missing = tmp_path / "missing.onnx"
+    code, stdout, stderr = run_cli(["upgrade", str(a), str(b), str(missing), "--out-dir", str(tmp_path / "o"),
+                                    "--json"])
+    data = json.loads(stdout)
+    assert code == max(r["exit_code"] for r in data["models"]) == 4
+    assert [r["ok"] for r in data["models"]] == [True, False, False]
+
+
+def test_batch_to_openvino_and_back(tmp_path):
+    pytest.importorskip("openvino")
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("lstm.onnx", "gru1_forward.onnx"):
+        (models / name).write_bytes((FIXTURES / name).read_bytes())
+    code, _, stderr = run_cli(["to-openvino", str(models), "--out-dir", str(tmp_path / "ir"), "--quiet"])
+    assert code == 0, stderr
+    assert sorted(p.name for p in (tmp_path / "ir").iterdir()) == ["gru1_forward.bin", "gru1_forward.xml",
+                                                                   "lstm.bin", "lstm.xml"]
+    code, _, stderr = run_cli(["from-openvino", str(tmp_path / "ir"), "--out-dir", str(tmp_path / "back"),
+                               "--quiet"])
+    assert code == 0, stderr
+    assert sorted(p.name for p in (tmp_path / "back").iterdir()) == ["gru1_forward.onnx", "lstm.onnx"]
+
+
+def test_batch_usage_errors(tmp_path):
+    a = lstm(tmp_path / "x" / "m.onnx", opset=7)
+    b = lstm(tmp_path / "y" / "m.onnx", opset=7)
+    code, _, stderr = run_cli(["upgrade", str(a), str(b), "--out-dir", str(tmp_path / "o")])
+    assert code == 2 and "would both be written" in stderr
+    code, _, stderr = run_cli(["upgrade", str(a), str(b), "-o", str(tmp_path / "o.onnx")])
+    assert code == 2 and "--out-dir" in stderr
+    code, _, stderr = run_cli(["upgrade", str(a), "-o", str(tmp_path / "o.onnx"), "--out-dir", str(tmp_path)])
+    assert code == 2
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o.onnx").exists()
+
+
+def test_one_model_with_a_report(tmp_path):
+    a = lstm(tmp_path / "m.onnx", opset=7)
+    code, _, stderr = run_cli(["layout", str(a), "-o", str(tmp_path / "o.onnx"), "--to", "0", "--report",
+                               str(tmp_path / "r.json")])
+    assert code == 0, stderr
+    rows = json.loads((tmp_path / "r.json").read_text())["models"]
+    assert len(rows) == 1 and rows[0]["output"] == str(tmp_path / "o.onnx")
+
+
+# -- a big model (slow) ----------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_big_model_streams_in_little_memory(tmp_path):
+    H = 1024  # W and R of two directions: 64 MiB
+    src = lstm(tmp_path / "src" / "big.onnx", H=H, I=H)
+    size = sum(p.stat().st_size for p in src.parent.iterdir())
+    out = tmp_path / "o.onnx"
+    # VmHWM, not wait4's ru_maxrss: a child forked from pytest would report pytest's own peak.
+    probe = ("import sys\nfrom rnnconv.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
+             "    print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0], file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", probe, "upgrade", str(src), "-o", str(out), "--no-verify"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "o.onnx.data").stat().st_size == size - src.stat().st_size
+    peak_kib = int(proc.stderr.split("VmHWM:")[1].split()[0])
+    assert peak_kib * 1024 < 200 * 2**20  # the weights never enter the process
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("lbr", [0, 1])
+def test_big_weights_are_multiplied_where_they_lie(op, lbr, monkeypatch):
+    # The engine's no-copy path (weights of big layers, gate by gate) computes what the stacked path does.
+    from rnnconv import engine
+    from rnnconv.engine import recurrence
+
+    if lbr and op != "GRU":
+        pytest.skip("linear_before_reset is GRU's")
+    rng = np.random.default_rng(0)
+    G, H, I, T, N = {"LSTM": 4, "GRU": 3, "RNN": 1}[op], 6, 5, 4, 3
+    args = [rng.uniform(-1, 1, s).astype(np.float32) for s in ((T, N, I), (2, G * H, I), (2, G * H, H),
+                                                               (2, 2 * G * H))]
+    attrs = dict(hidden_size=H, direction="bidirectional", dtype=np.float32)
+    if op == "GRU":
+        attrs["linear_before_reset"] = lbr
+    stacked = engine.KERNELS[op](*args, **attrs)
+    monkeypatch.setattr(recurrence, "NO_COPY_BYTES", 0)
+    in_place = engine.KERNELS[op](*args, **attrs)
+    for a, b in zip(stacked, in_place):
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_only_referenced_bytes_are_copied(tmp_path):
+    # A data file with 3 MiB of bytes no tensor references: the output's data file holds only the tensors.
+    src = lstm(tmp_path / "src" / "m.onnx")
+    proto = onnx.load(str(src), load_external_data=False)
+    data = (src.parent / "w.data").read_bytes()
+    pad = 3 << 20
+    (src.parent / "w.data").write_bytes(b"\0" * pad + data)
+    for t in proto.graph.initializer:
+        for e in t.external_data:
+            if e.key == "offset":
+                e.value = str(int(e.value) + pad)
+    onnx.save(proto, str(src))
+    out = tmp_path / "o.onnx"
+    code, _, stderr = run_cli(["upgrade", str(src), "-o", str(out), "--no-verify"])
+    assert code == 0, stderr
+    assert (tmp_path / "o.onnx.data").stat().st_size < len(data) + io.ALIGNMENT
+    for name, array in weights(src).items():
+        np.testing.assert_array_equal(weights(out)[name], array)
