@@ -18,7 +18,7 @@ import onnx_ir as ir
 from rnnconv import io, verify
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.engine.graph import run_onnx
-from rnnconv.errors import RnnconvError, UsageError, VerificationFailed
+from rnnconv.errors import BadInput, RnnconvError, UsageError, VerificationFailed
 from rnnconv.passes import rewrite as rw
 from rnnconv.passes import transpose_fold
 
@@ -128,6 +128,13 @@ def node_feeds(rn: onnx_recurrent.RecurrentNode, model: ir.Model, seed: int) -> 
     T = x_shape[t_axis] if isinstance(x_shape[t_axis], int) else node_t
     N = x_shape[n_axis] if isinstance(x_shape[n_axis], int) else node_n
     D, H = layer.num_directions, layer.hidden_size
+    # Estimate before allocating: X, the projected inputs of every gate and Y, in float64.
+    gates = len(onnx_recurrent.GATES[rn.op])
+    need = float(T) * N * ((layer.input_size or 1) + (gates + 1) * H * D) * 8
+    if need > verify.INPUT_LIMIT:
+        raise BadInput(f"{rn.op} node {rn.name!r}: verifying it at its declared sizes (T={T}, N={N}) would need "
+                       f"about {verify._human(need)}; the limit is {verify._human(verify.INPUT_LIMIT)} "
+                       "(use --verify none, or declare those dims dynamic)")
     shapes = {"X": (N, T, layer.input_size) if layer.layout else (T, N, layer.input_size),
               "initial_h": (N, D, H) if layer.layout else (D, N, H)}
     shapes["initial_c"] = shapes["initial_h"]

@@ -231,45 +231,26 @@ def compare_all(subject: str, engines: str, ref: Mapping[str, np.ndarray], cand:
 
 # ---- inputs ----------------------------------------------------------------------------------------------
 
-def _concrete_dims(value: ir.Value, dims: Mapping[str, int], axis_roles: Mapping[int, str]) -> tuple[int, ...]:
-    shape = []
-    for axis, d in enumerate(value.shape or ()):
-        if isinstance(d, int):
-            shape.append(d)
-            continue
-        sym = getattr(d, "value", None)
-        if sym is not None and sym in dims:
-            shape.append(int(dims[sym]))
-        else:
-            shape.append(int(dims.get(axis_roles.get(axis, "other"), DEFAULT_DIM[axis_roles.get(axis, "other")])))
-    return tuple(shape)
-
-
 def random_inputs(model: ir.Model, seed: int = 0, dims: Optional[Mapping[str, int]] = None,
                   roles: Optional[Callable[[ir.Value], Mapping[int, str]]] = None,
                   lengths: Optional[Mapping[str, int]] = None) -> dict[str, np.ndarray]:
-    """Random feeds for every graph input that is not an initializer.
+    """Random feeds for every graph input that is not an initializer, drawn as `rnnconv verify` draws them.
 
-    `roles(value)` may name axes ("batch", "sequence") so unnamed dynamic dims get consistent sizes;
-    `lengths` maps sequence_lens-like inputs to their T so their values are drawn in 1..T.
+    Batch and sequence axes are traced from the recurrent nodes (different sizes, so a swapped axis shows),
+    sequence_lens lie in 1..T, token ids below the table size, and a request too large for memory is refused
+    with its estimate. `roles(value)` adds axis roles ("batch", "sequence") the tracing did not find;
+    `lengths` maps further sequence_lens-like inputs to their T.
     """
-    rng = np.random.default_rng(seed)
-    dims = dict(dims or {})
-    feeds = {}
+    specs = _onnx_specs(model)
     for value in model.graph.inputs:
-        if value.name in model.graph.initializers:
+        spec = specs.get(value.name)
+        if spec is None:
             continue
-        axis_roles = roles(value) if roles else {}
-        shape = _concrete_dims(value, dims, axis_roles)
-        dtype = value.dtype.numpy() if value.dtype is not None else np.dtype(np.float32)
-        if np.dtype(dtype).kind in "iu":
-            hi = (lengths or {}).get(value.name)
-            arr = rng.integers(1, (hi or 1) + 1, size=shape) if hi else rng.integers(0, 2, size=shape)
-            feeds[value.name] = arr.astype(dtype)
-        elif np.dtype(dtype).kind == "b":
-            feeds[value.name] = rng.integers(0, 2, size=shape).astype(bool)
-        else:
-            feeds[value.name] = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+        for axis, role in (roles(value) if roles else {}).items():
+            spec.roles.setdefault(axis, role)
+        if lengths and value.name in lengths and spec.dtype.kind in "iu" and spec.int_range is None:
+            _narrow(spec, (1, int(lengths[value.name])), "sequence_lens")
+    feeds, _ = draw_inputs(specs, np.random.default_rng(seed), dict(dims or {}), {})
     return feeds
 
 

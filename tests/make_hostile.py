@@ -271,10 +271,7 @@ def onnx_cases(folder: Path) -> list[Case]:
 
     # A declared input of 2^40 elements: every command that runs the model must refuse before allocating.
     add("huge_static_input", recurrent(x_shape=[HUGE, N, I]), BAD_INPUT, r"\d TiB",
-        commands=("upgrade", "verify"),
-        xfail={"upgrade": "upgrade's whole-model check (convert.check_models -> verify.random_inputs) draws inputs "
-                          "at the declared size without the memory estimate `verify` makes: numpy refuses 48 TiB, "
-                          "exit 5 'out of memory'"})
+        commands=("upgrade", "verify"))
     return cases
 
 
