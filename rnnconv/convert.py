@@ -108,10 +108,15 @@ def infer_shapes(model: ir.Model) -> None:
     """Fill in value types and shapes where onnx can infer them (some opset adapters need them)."""
     from onnx_ir.passes.common import ShapeInferencePass
 
+    interface_values = [*model.graph.inputs, *model.graph.outputs]
+    declared = [(v.type, v.shape) for v in interface_values]
     try:
         ShapeInferencePass(strict_mode=False)(model)
     except Exception:  # inference is a help for adapters, not a requirement
         pass
+    # The interface keeps what the source declared: inferred facts stay on the values inside the graph.
+    for v, (type_, shape) in zip(interface_values, declared):
+        v.type, v.shape = type_, shape
 
 
 # ---- per-node verification -------------------------------------------------------------------------------
