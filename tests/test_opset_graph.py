@@ -60,3 +60,24 @@ def test_torch_export_upgrades_and_comes_back(path):
         got = run_onnx(model, feeds)
         for name, value in got.items():
             np.testing.assert_allclose(value, expected[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def _interface(model: onnx.ModelProto):
+    inits = {t.name for t in model.graph.initializer}
+
+    def sig(vi):
+        dims = [d.dim_param or d.dim_value if d.HasField("dim_param") or d.HasField("dim_value") else None
+                for d in vi.type.tensor_type.shape.dim]
+        return vi.name, vi.type.tensor_type.elem_type, dims if vi.type.tensor_type.HasField("shape") else None
+
+    return [sig(v) for v in model.graph.input if v.name not in inits], [sig(v) for v in model.graph.output]
+
+
+@pytest.mark.parametrize("path", TORCH[::6], ids=[p.stem for p in TORCH[::6]])
+def test_interface_is_kept_exactly(path):
+    """Names, dtypes and shapes (symbolic dims included) of inputs and outputs survive upgrade and downgrade."""
+    source = onnx.load(str(path))
+    up = io.to_proto(rnnconv.upgrade(str(path)).model)
+    assert _interface(up) == _interface(source)
+    down = io.to_proto(rnnconv.downgrade(up, opset=source.opset_import[0].version).model)
+    assert _interface(down) == _interface(source)
