@@ -4,6 +4,9 @@ Verification: each recurrent node alone (rnnconv's ONNX engine vs the IR interpr
 source in onnxruntime, or the engine where onnxruntime cannot run it, vs the IR interpreter and, when the package
 is installed, the real OpenVINO runtime at f32). A mismatch raises VerificationFailed and leaves no file behind:
 the IR is written to temporary files in the target folder and renamed into place only after every check passed.
+
+Big models: weights are reordered and folded per tensor and streamed into the .bin from their memory maps (see
+`ovir.Pieces`); layers over rnnconv.convert.BIG_WEIGHT_BYTES are checked in float32 with small batch and sequence.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import BinaryIO, Callable, Mapping, Optional
 
 import numpy as np
 import onnx_ir as ir
 
 from rnnconv import io
 from rnnconv import verify as verification
+from rnnconv.convert import BIG_NODE_N, BIG_NODE_T, precision_for
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino import convert as ov_convert
 from rnnconv.dialects.openvino import ir as ovir
@@ -28,32 +32,37 @@ from rnnconv.errors import IOFailure, UsageError, VerificationFailed
 OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 
 
-def to_openvino(model_or_path, out_xml=None, *, fp16: bool = False, verify: bool = True,
+def to_openvino(model_or_path, out_xml=None, *, fp16: bool = False, verify=True,
                 atol: Optional[float] = None, rtol: Optional[float] = None, seed: int = 0, force: bool = False,
                 runtime: Optional[bool] = None, isolate: bool = False) -> verification.Report:
-    """Convert; verify (unless verify=False); write `out_xml` and its .bin (when given). Returns the report.
+    """Convert; verify; write `out_xml` and its .bin (when given). Returns the report.
+
+    `verify`: True or "full" (each recurrent node, then the whole model), "node" (each recurrent node only, with
+    its real weights: for models too big to compile in the OpenVINO runtime beside the conversion), False or "none".
 
     `runtime`: also run the real OpenVINO runtime (default: when the openvino package is importable).
     `isolate`: run it in a child process, so a crash of the OpenVINO plugin (seen in 2026.4 on some graphs)
     becomes a failed check instead of ending this process (the CLI does this; it costs about a second).
     """
+    mode = ("full" if verify else "none") if isinstance(verify, bool) else verify
+    if mode not in ("full", "node", "none"):
+        raise UsageError(f"verify={verify!r}: expected full, node or none")
     model = io.load(model_or_path)
-    report = verification.Report(command="to-openvino")
+    report = verification.Report(command="to-openvino", verified=mode)
     out = Path(out_xml) if out_xml is not None else None
     if out is not None:
         _guard_ir_output(out, model, model_or_path, force)
-    conversion = ov_convert.convert(model, fp16=fp16)
+    conversion = ov_convert.convert(model, fp16=fp16, release=io.release_pages)
     report.rewrites.extend(conversion.rewrites)
-    xml_bytes, bin_bytes = ovir.serialize(conversion.graph)
-    if not verify:
-        report.verified = "none"
     tol = (atol, rtol) if not fp16 else (atol if atol is not None else 2e-3, rtol if rtol is not None else 2e-3)
-    with _staged(out, xml_bytes, bin_bytes) as (tmp_xml, commit):
-        if verify:
+    # The .bin is streamed into the staged file, each weight read from its memory map once and released.
+    with _staged(out, lambda f: ovir.write_to(conversion.graph, f)) as (tmp_xml, commit):
+        if mode != "none":
             for rn in conversion.recurrent:
                 report.checks.append(_check_node(model, rn, fp16, seed, *tol))
-            report.checks.extend(_check_model(model, conversion.graph, tmp_xml, seed, *tol, runtime=runtime,
-                                              isolate=isolate))
+            if mode == "full":
+                report.checks.extend(_check_model(model, conversion.graph, tmp_xml, seed, *tol, runtime=runtime,
+                                                  isolate=isolate))
             if not report.ok:
                 raise VerificationFailed("to-openvino: " + report.verdict(), report)
         if out is not None:
@@ -73,9 +82,10 @@ def _guard_ir_output(out: Path, model: ir.Model, source, force: bool) -> None:
 
 
 @contextlib.contextmanager
-def _staged(out: Optional[Path], xml_bytes: bytes, bin_bytes: bytes):
-    """Temporary .xml/.bin in the target folder (or a temp dir); `commit()` renames them into place, the .bin
-    first; if the .xml cannot follow, the previous .bin (or none) is put back beside the previous .xml."""
+def _staged(out: Optional[Path], write: Callable[[BinaryIO], bytes]):
+    """Temporary .xml/.bin in the target folder (or a temp dir): `write(bin_file)` fills the .bin and returns
+    the .xml bytes. `commit()` renames them into place, the .bin first; if the .xml cannot follow, the previous
+    .bin (or none) is put back beside the previous .xml."""
     folder = (out.parent if out is not None and str(out.parent) else Path(".")) if out is not None else None
     try:
         if folder is not None:
@@ -85,7 +95,8 @@ def _staged(out: Optional[Path], xml_bytes: bytes, bin_bytes: bytes):
         raise IOFailure(f"{out}: cannot write ({err.strerror or err})") from err
     tmp_xml, tmp_bin, backup = tmpdir / "model.xml", tmpdir / "model.bin", tmpdir / "previous.bin"
     try:
-        tmp_bin.write_bytes(bin_bytes)
+        with open(tmp_bin, "wb") as f:
+            xml_bytes = write(f)
         tmp_xml.write_bytes(xml_bytes)
 
         def commit():
@@ -126,13 +137,16 @@ def _keep_previous(target: Path, backup: Path) -> bool:
 
 
 # -- inputs ------------------------------------------------------------------------------------------------
-def feeds_for(model: ir.Model, seed: int = 0) -> dict[str, np.ndarray]:
+def feeds_for(model: ir.Model, seed: int = 0, *, small: bool = False) -> dict[str, np.ndarray]:
     """Random feeds: batch/sequence axes of recurrent X inputs named so symbolic dims get consistent sizes;
-    sequence_lens inputs drawn in 1..T."""
+    sequence_lens inputs drawn in 1..T. `small`: the sizes of big-layer checks (each step reads every weight)."""
     recurrent = onnx_recurrent.find(model)
     roles: dict[str, dict[int, str]] = {}
     lengths: dict[str, int] = {}
-    dims = {"T": verification.DEFAULT_DIM["sequence"], "N": verification.DEFAULT_DIM["batch"]}
+    default = {"sequence": BIG_NODE_T, "batch": BIG_NODE_N} if small else dict(verification.DEFAULT_DIM)
+    dims = {"T": default["sequence"], "N": default["batch"]}
+    if small:  # role-traced axes too
+        dims.update(default)
     # A symbolic batch dim of X takes the static batch of the node's initial states (PyTorch exports pair a
     # dynamic x with a fixed-size h0).
     for rn in recurrent:
@@ -141,10 +155,10 @@ def feeds_for(model: ir.Model, seed: int = 0) -> dict[str, np.ndarray]:
         sym = _symbol(x, n_axis)
         # One size per symbol across all inputs (h0 may share X's batch symbol).
         if sym is not None:
-            dims.setdefault(sym, verification.DEFAULT_DIM["batch"])
+            dims.setdefault(sym, default["batch"])
         t_sym = _symbol(x, 1 - n_axis)
         if t_sym is not None:
-            dims.setdefault(t_sym, verification.DEFAULT_DIM["sequence"])
+            dims.setdefault(t_sym, default["sequence"])
         for state in ("initial_h", "initial_c"):
             v = rn.inputs.get(state)
             if sym is not None and v is not None and v.shape is not None and len(v.shape) == 3:
@@ -158,8 +172,7 @@ def feeds_for(model: ir.Model, seed: int = 0) -> dict[str, np.ndarray]:
         lens = rn.inputs.get("sequence_lens")
         if lens is not None:
             t = x.shape[seq_axis] if x.shape is not None else None
-            lengths[lens.name] = t if isinstance(t, int) else dims.get(_symbol(x, seq_axis),
-                                                                        verification.DEFAULT_DIM["sequence"])
+            lengths[lens.name] = t if isinstance(t, int) else dims.get(_symbol(x, seq_axis), default["sequence"])
     return verification.random_inputs(model, seed=seed, dims=dims, roles=lambda v: roles.get(v.name, {}),
                                       lengths=lengths)
 
@@ -242,14 +255,14 @@ def _have_openvino() -> bool:
 
 
 def _check_model(model, graph, xml_path, seed, atol, rtol, *, runtime=None, isolate=False) -> list:
-    from rnnconv.engine.ir_graph import run_ir
-
-    feeds = feeds_for(model, seed)
+    """Big layers (rnnconv.convert.precision_for): the IR interpreter in float32 and small batch/sequence."""
+    precision = precision_for(model)
+    feeds = feeds_for(model, seed, small=precision == "float32")
     names = [v.name for v in model.graph.outputs]
     ref, ref_name = _reference(model, feeds)
     dtypes = _output_dtypes(model)
-    checks = [_compare("whole model", f"{ref_name} vs IR interpreter (float64)", ref,
-                       run_ir(graph, feeds, "float64"), names, atol, rtol, dtypes)]
+    checks = [_compare("whole model", f"{ref_name} vs IR interpreter ({precision})", ref,
+                       _run_ir(graph, feeds, precision), names, atol, rtol, dtypes)]
     if runtime is None:
         runtime = _have_openvino()
     if runtime:
@@ -263,6 +276,25 @@ def _check_model(model, graph, xml_path, seed, atol, rtol, *, runtime=None, isol
             return checks
         checks.append(_compare("whole model", engines, ref, got, names, atol, rtol, dtypes))
     return checks
+
+
+def _run_ir(graph: ovir.IRGraph, feeds, precision: str) -> dict:
+    """The IR interpreter; afterwards the memory-mapped weights it read leave the resident set."""
+    from rnnconv.engine.ir_graph import run_ir
+
+    try:
+        return run_ir(graph, feeds, precision)
+    finally:
+        _release(graph)
+
+
+def _release(graph: ovir.IRGraph) -> None:
+    for layer in graph.layers:
+        if isinstance(layer.value, ovir.Pieces):
+            for part in layer.value.parts:
+                layer.value.release(part)
+        if layer.body is not None:
+            _release(layer.body)
 
 
 def _reference(model, feeds) -> tuple[dict, str]:
@@ -280,6 +312,8 @@ def _reference(model, feeds) -> tuple[dict, str]:
         from rnnconv.engine.graph import run_onnx
 
         return run_onnx(model, feeds, precision="float64"), "onnx engine"
+    finally:
+        io.release_external(model)
 
 
 def _output_dtypes(model: ir.Model) -> dict:
@@ -310,17 +344,21 @@ def _compare(subject, engines, ref, cand, names, atol, rtol, dtypes):
 
 
 def _check_node(model, rn, fp16, seed, atol, rtol):
-    """One recurrent node alone, its inputs random: ONNX engine vs the IR interpreter."""
+    """One recurrent node alone, its inputs random: ONNX engine vs the IR interpreter. A big layer
+    (rnnconv.convert.precision_for) runs in float32 with small batch and sequence, on its real weights."""
     from rnnconv.engine.graph import run_onnx
-    from rnnconv.engine.ir_graph import run_ir
 
+    precision = precision_for(model, [rn])
     single = _node_model(model, rn)
-    conv = ov_convert.convert(single, fp16=fp16)
-    feeds = feeds_for(single, seed)
+    conv = ov_convert.convert(single, fp16=fp16, release=io.release_pages)
+    feeds = feeds_for(single, seed, small=precision == "float32")
     names = [v.name for v in single.graph.outputs]
-    ref = run_onnx(single, feeds, precision="float64")
-    return _compare(f"{rn.op} node {rn.name!r}", "onnx engine vs IR interpreter (float64)", ref,
-                    run_ir(conv.graph, feeds, "float64"), names, atol, rtol, _output_dtypes(single))
+    try:
+        ref = run_onnx(single, feeds, precision=precision)
+    finally:
+        io.release_external(model)
+    return _compare(f"{rn.op} node {rn.name!r}", f"onnx engine vs IR interpreter ({precision})", ref,
+                    _run_ir(conv.graph, feeds, precision), names, atol, rtol, _output_dtypes(single))
 
 
 def _node_model(model: ir.Model, rn) -> ir.Model:

@@ -12,14 +12,15 @@ become an explicit recurrence (`lowering`); what neither can do raises `Unsuppor
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino import gates, ir_passes, lowering, ops
-from rnnconv.dialects.openvino.ir import IRGraph, Out, element_type_of, numpy_dtype
+from rnnconv.dialects.openvino import ir as ovir
+from rnnconv.dialects.openvino.ir import IRGraph, Out, Pieces, element_type_of, numpy_dtype
 from rnnconv.errors import BadInput, Unsupported
 
 
@@ -81,7 +82,10 @@ def _splittable(rn) -> bool:
     return True
 
 
-def convert(model: ir.Model, *, fp16: bool = False) -> Conversion:
+def convert(model: ir.Model, *, fp16: bool = False,
+            release: Optional[Callable[[np.ndarray], None]] = None) -> Conversion:
+    """The IR graph of `model`; its big weights are `Pieces` (views of the source) that call `release(view)`
+    on each source view once read (to_openvino passes rnnconv.io.release_pages)."""
     recurrent = check_supported(model)
     by_node = {id(rn.node): rn for rn in recurrent}
     opset = onnx_recurrent.default_opset(model)
@@ -96,6 +100,8 @@ def convert(model: ir.Model, *, fp16: bool = False) -> Conversion:
         ctx.values[value.name] = g.parameter(value.name, _element_type(value, "graph input"), _ir_dims(value))
     for name, value in initializers.items():
         arr = value.const_value.numpy()
+        if arr.nbytes >= ovir.VIEW_BYTES:  # a view of the (memory-mapped) source, streamed when written
+            arr = Pieces([arr], arr.shape, arr.dtype)
         ctx.values[name] = _weight_const(g, arr, fp16, name)
 
     for node in model.graph:
@@ -130,7 +136,17 @@ def convert(model: ir.Model, *, fp16: bool = False) -> Conversion:
         g.result(out, name=f"{value.name}/sink_port_0", output_name=value.name)
     ir_passes.fold_transposes(g)
     ir_passes.remove_dead(g)  # e.g. ONNX-order weights replaced by their reordered copies
+    if release is not None:
+        _set_release(g, release)
     return Conversion(g, rewrites, recurrent)
+
+
+def _set_release(g: IRGraph, release) -> None:
+    for layer in g.layers:
+        if isinstance(layer.value, Pieces):
+            layer.value.release = release
+        if layer.body is not None:
+            _set_release(layer.body, release)
 
 
 def _weight_const(g: IRGraph, arr: np.ndarray, fp16: bool, name=None) -> Out:
@@ -255,8 +271,8 @@ def _sequence_weights(ctx: ops.Context, rn, fdt, fp16: bool) -> tuple[Out, Out, 
     """W, R, B in OpenVINO form: folded numbers for constant weights, Split/Concat/Add ops for computed ones."""
     g, layer, kind = ctx.g, rn.layer, rn.op
     if layer.weights_constant:
-        t = gates.sequence_tensors(layer)
-        return tuple(_weight_const(g, t[k].astype(fdt), fp16) for k in ("W", "R", "B"))
+        t = gates.sequence_pieces(layer, fdt)
+        return tuple(_weight_const(g, t[k], fp16) for k in ("W", "R", "B"))
     onnx_order = onnx_recurrent.GATES[kind]
     ov_order = gates.ORDER[kind]
     G, D, H = len(onnx_order), layer.num_directions, layer.hidden_size

@@ -39,6 +39,22 @@ def sequence_tensors(layer: Layer) -> dict[str, np.ndarray]:
     return {"W": W, "R": R, "B": B.astype(W.dtype)}
 
 
+def sequence_pieces(layer: Layer, dtype) -> dict:
+    """`sequence_tensors` with W and R as `Pieces`: the source's gate views in OpenVINO order, copied only when
+    written (the folded B is small and computed here)."""
+    from rnnconv.dialects.openvino.ir import Pieces
+
+    order, D, H = ORDER[layer.kind], len(layer.cells), layer.hidden_size
+    out = {}
+    for k in ("W", "R"):
+        parts = [getattr(c, k)[g] for c in layer.cells for g in order]
+        out[k] = Pieces(parts, (D, len(order) * H, parts[0].shape[-1]), dtype)
+    B = np.stack([np.concatenate([sum(getattr(c, src)[g] for src in srcs) for g, srcs in
+                                  bias_gates(layer.kind, layer.linear_before_reset)]) for c in layer.cells])
+    out["B"] = B.astype(parts[0].dtype).astype(dtype)
+    return out
+
+
 def split_direction(kind: str, W: np.ndarray, R: np.ndarray, B: np.ndarray, lbr: bool):
     """One direction of OpenVINO W [G*H,I], R [G*H,H], B back to gate-name dicts W, R, Wb, Rb (Rb = 0 where
     OpenVINO folded it; exact, since only the sum enters the equations)."""

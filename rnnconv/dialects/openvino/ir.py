@@ -5,9 +5,13 @@ Format: OpenVINO "IR format" docs (docs.openvino.ai, Intermediate Representation
 `<edges><edge from-layer from-port to-layer to-port/>`; Const data lives in the .bin at (offset, size).
 Port ids: inputs are numbered first, outputs continue after them. Dims are -1 when dynamic.
 
-Writing needs only numpy and the standard library. Reading refuses any DOCTYPE (so no entity expansion and no
-external entities can happen), reads only regular files and no more than their size, bounds the nesting of bodies,
-checks every edge against the ports it joins and every .bin offset against the file, sizing shapes in Python ints.
+Writing needs only numpy and the standard library. The .bin goes into an open file constant by constant (big ones
+at page-aligned offsets), a `Pieces` constant (reordered views of memory-mapped weights) piece by piece: no copy of
+the model's weights is ever held whole.
+
+Reading refuses any DOCTYPE (so no entity expansion and no external entities can happen), reads only regular files
+and no more than their size, bounds the nesting of bodies, checks every edge against the ports it joins and every
+.bin offset against the file, sizing shapes in Python ints.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import os
 import stat
 import xml.parsers.expat
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import BinaryIO, Callable, Optional, Sequence
 from xml.sax.saxutils import quoteattr
 
 import numpy as np
@@ -72,6 +76,85 @@ def numpy_dtype(element_type: str) -> np.dtype:
         raise BadInput(f"unsupported OpenVINO element type {element_type!r}") from None
 
 
+class Pieces:
+    """A Const's data as arrays laid end to end in C order, cast to `dtype`: reordered gates of memory-mapped
+    weights stay views until the writer copies them into the .bin one piece at a time.
+
+    `np.asarray` joins them (for interpreters and small graphs); `astype` and `reshape` stay lazy. `release(view)`
+    is called on each part once it has been read (to_openvino drops memory-mapped pages from the resident set)."""
+
+    def __init__(self, parts: Sequence[np.ndarray], shape: Sequence[int], dtype,
+                 release: Optional[Callable[[np.ndarray], None]] = None):
+        self.parts = [np.asarray(p) for p in parts]
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.release = release or (lambda view: None)
+        if sum(p.size for p in self.parts) != self.size:
+            raise ValueError(f"pieces of {sum(p.size for p in self.parts)} elements for shape {list(self.shape)}")
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: math.prod(self.shape))
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+
+    def astype(self, dtype, copy=True) -> "Pieces":
+        return Pieces(self.parts, self.shape, dtype, self.release)
+
+    def reshape(self, *shape) -> "Pieces":
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        shape = [int(d) for d in shape]
+        if -1 in shape:
+            known = math.prod(d for d in shape if d != -1)
+            shape[shape.index(-1)] = self.size // known if known else 0
+        if math.prod(shape) != self.size:
+            raise ValueError(f"cannot reshape {list(self.shape)} to {shape}")
+        return Pieces(self.parts, shape, self.dtype, self.release)
+
+    def __array__(self, dtype=None, copy=None):
+        if len(self.parts) == 1 and self.parts[0].dtype == self.dtype and not copy:
+            out = self.parts[0].reshape(self.shape)  # a view of the source (read-only when memory-mapped)
+            return out if dtype is None else out.astype(dtype, copy=False)
+        out = np.empty(self.shape, self.dtype)
+        flat, start = out.reshape(-1), 0
+        for p in self.parts:
+            flat[start:start + p.size] = p.reshape(-1)
+            self.release(p)
+            start += p.size
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __getitem__(self, key):
+        # A run of whole pieces along axis 0 (one direction of stacked weights) stays pieces.
+        if isinstance(key, slice) and key.step in (None, 1) and self.ndim:
+            lo, hi, _ = key.indices(self.shape[0])
+            row, start, chosen = math.prod(self.shape[1:]), 0, []
+            for p in self.parts:
+                if start >= lo * row and start + p.size <= hi * row:
+                    chosen.append(p)
+                start += p.size
+            if hi > lo and sum(p.size for p in chosen) == (hi - lo) * row:
+                return Pieces(chosen, (hi - lo, *self.shape[1:]), self.dtype, self.release)
+        return np.asarray(self)[key]
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getattr__(self, name):
+        # Anything else an ndarray has (T, tolist, item...) on the joined array.
+        if name.startswith("__") or name in ("parts", "shape", "dtype", "release"):
+            raise AttributeError(name)
+        return getattr(np.asarray(self), name)
+
+    def chunks(self, nbytes: int = 16 << 20):
+        """The data in `dtype`, in order, in C-contiguous chunks of at most about `nbytes` (each source view
+        released once its chunk has been used)."""
+        for p in self.parts:
+            flat = p.reshape(-1)
+            step = max(1, nbytes // max(1, p.dtype.itemsize))
+            for i in range(0, flat.size, step):
+                src = flat[i:i + step]
+                yield np.ascontiguousarray(src if src.dtype == self.dtype else src.astype(self.dtype))
+                self.release(src)
+
+
 @dataclasses.dataclass
 class Port:
     id: int
@@ -89,7 +172,7 @@ class IRLayer:
     attrs: dict[str, str] = dataclasses.field(default_factory=dict)
     inputs: list[Port] = dataclasses.field(default_factory=list)
     outputs: list[Port] = dataclasses.field(default_factory=list)
-    value: Optional[np.ndarray] = None  # Const data
+    value: Optional[np.ndarray] = None  # Const data (or Pieces of it)
     body: Optional["IRGraph"] = None  # TensorIterator / Loop body
     port_map: list[tuple[str, dict[str, str]]] = dataclasses.field(default_factory=list)  # ("input"|"output", attrs)
     back_edges: list[dict[str, str]] = dataclasses.field(default_factory=list)
@@ -160,12 +243,14 @@ class IRGraph:
         return Out(layer, 0)
 
     def const(self, array, name: Optional[str] = None, element_type: Optional[str] = None) -> Out:
-        array = np.asarray(array)
+        """A Const holding a copy of `array`, or `array` itself when it is Pieces (views, not copied)."""
+        if not isinstance(array, Pieces):
+            array = np.asarray(array)
         if element_type is not None:
             array = array.astype(numpy_dtype(element_type))
         et = element_type_of(array.dtype)
         layer = self._new("Const", "opset1", name, {"element_type": et, "shape": ", ".join(map(str, array.shape))})
-        layer.value = np.array(array, order="C", copy=True)
+        layer.value = array if isinstance(array, Pieces) else np.array(array, order="C", copy=True)
         layer.outputs.append(Port(0, et, list(array.shape)))
         return Out(layer, 0)
 
@@ -303,26 +388,59 @@ def _split_names(text: str) -> list[str]:
 
 
 # -- writer ------------------------------------------------------------------------------------------------
-def serialize(graph: IRGraph) -> tuple[bytes, bytes]:
-    """(xml, bin) bytes of IR version 11."""
-    blobs: list[bytes] = []
-    offsets: dict[bytes, int] = {}
-    state = {"size": 0}
+VIEW_BYTES = 1 << 20  # source weights this big become Pieces (views), not copies, when converted
+PAGE = 4096  # constants of a page or more start on a page boundary (the runtime maps the .bin)
+SHARED_BYTES = 1 << 20  # identical constants up to this size share bytes, as ov.save_model does
 
-    def place(data: bytes) -> int:
-        # Identical constants share bytes, as ov.save_model does.
-        if data in offsets:
-            return offsets[data]
-        off = state["size"]
-        offsets[data] = off
-        blobs.append(data)
-        state["size"] += len(data)
-        return off
 
+class _BinWriter:
+    """Places Const data in an open .bin file: small identical constants once, big ones page-aligned and
+    streamed chunk by chunk."""
+
+    def __init__(self, f: BinaryIO):
+        self.f, self.size, self.shared = f, 0, {}
+
+    def place(self, value) -> tuple[int, int]:
+        if not isinstance(value, Pieces):
+            value = np.ascontiguousarray(value)
+            if value.nbytes <= SHARED_BYTES:
+                data = value.tobytes()
+                if data not in self.shared:
+                    self.shared[data] = self._append([data], len(data))
+                return self.shared[data], len(data)
+            value = Pieces([value], value.shape, value.dtype)
+        return self._append(value.chunks(), value.nbytes), value.nbytes
+
+    def _append(self, chunks, nbytes: int) -> int:
+        if nbytes >= PAGE and self.size % PAGE:
+            pad = PAGE - self.size % PAGE
+            self.f.write(bytes(pad))
+            self.size += pad
+        offset = self.size
+        for data in chunks:
+            self.f.write(data.reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else data)
+            self.size += data.nbytes if isinstance(data, np.ndarray) else len(data)
+        if self.size != offset + nbytes:
+            raise ValueError(f"wrote {self.size - offset} bytes of a {nbytes}-byte constant")
+        return offset
+
+
+def write_to(graph: IRGraph, bin_file: BinaryIO) -> bytes:
+    """Write the Const data of `graph` into the open `bin_file`; returns the .xml bytes (IR version 11)."""
+    writer = _BinWriter(bin_file)
     lines = ['<?xml version="1.0"?>', f"<net name={quoteattr(graph.name)} version=\"11\">"]
-    _write_body(graph, lines, place, 1)
+    _write_body(graph, lines, writer.place, 1)
     lines.append("</net>")
-    return ("\n".join(lines) + "\n").encode("utf-8"), b"".join(blobs)
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def serialize(graph: IRGraph) -> tuple[bytes, bytes]:
+    """(xml, bin) bytes of IR version 11 (small graphs; big ones go through `write_to` into a file)."""
+    import io
+
+    buf = io.BytesIO()
+    xml_bytes = write_to(graph, buf)
+    return xml_bytes, buf.getvalue()
 
 
 def _write_body(graph: IRGraph, lines: list[str], place, depth: int) -> None:
@@ -331,9 +449,9 @@ def _write_body(graph: IRGraph, lines: list[str], place, depth: int) -> None:
     for layer in graph.layers:
         attrs = dict(layer.attrs)
         if layer.type == "Const":
-            data = np.ascontiguousarray(layer.value).tobytes()
-            attrs["offset"] = str(place(data))
-            attrs["size"] = str(len(data))
+            offset, size = place(layer.value)
+            attrs["offset"] = str(offset)
+            attrs["size"] = str(size)
         extra = "".join(f" {k}={quoteattr(v)}" for k, v in layer.element_attrs.items())
         lines.append(f"{ind}\t<layer id=\"{layer.id}\" name={quoteattr(layer.name)} type={quoteattr(layer.type)} "
                      f"version={quoteattr(layer.version)}{extra}>")
@@ -384,8 +502,8 @@ def write(graph: IRGraph, xml_path, bin_path=None) -> tuple[Path, Path]:
     """Write `graph` as IR v11; the .bin goes beside the .xml unless given. Not atomic: see to_openvino."""
     xml_path = Path(xml_path)
     bin_path = Path(bin_path) if bin_path is not None else xml_path.with_suffix(".bin")
-    xml_bytes, bin_bytes = serialize(graph)
-    bin_path.write_bytes(bin_bytes)
+    with open(bin_path, "wb") as f:
+        xml_bytes = write_to(graph, f)
     xml_path.write_bytes(xml_bytes)
     return xml_path, bin_path
 

@@ -20,7 +20,8 @@ from typing import Optional
 
 import numpy as np
 
-from rnnconv.dialects.openvino.ir import IRGraph, IRLayer, Out, Port
+from rnnconv.dialects.openvino import ir as ovir
+from rnnconv.dialects.openvino.ir import IRGraph, IRLayer, Out, Pieces, Port
 from rnnconv.errors import Unsupported
 from rnnconv.layer import Layer
 
@@ -71,7 +72,8 @@ def _cell_body(layer: Layer, d: int, I: int, dt, external: bool) -> tuple[IRGrap
     def weight(tensor: str, g: str) -> Out:
         # Constant weights are body Consts; computed ones enter as TensorIterator invariant inputs.
         if not external:
-            return b.const(np.asarray(getattr(cell, tensor)[g], dtype=dt))
+            v = np.asarray(getattr(cell, tensor)[g])
+            return b.const(Pieces([v], v.shape, dt) if v.nbytes >= ovir.VIEW_BYTES else np.asarray(v, dtype=dt))
         if (tensor, g) not in weight_params:
             dims = [H, I] if tensor == "W" else [H, H] if tensor == "R" else [H]
             p = b.parameter(f"{tensor}_{g}", _et(dt), dims)

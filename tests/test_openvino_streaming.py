@@ -1,0 +1,125 @@
+"""to-openvino on big models: reordered weights stay views of the memory-mapped source until the writer streams
+them into the .bin (page-aligned, each source view released once written); big layers verify in float32."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rnnconv import io
+from rnnconv.dialects import onnx_recurrent
+from rnnconv.dialects.openvino import convert as ov_convert
+from rnnconv.dialects.openvino import gates
+from rnnconv.dialects.openvino import ir as ovir
+from tests.test_big_models import lstm
+
+
+def test_pieces_are_written_as_their_joined_array():
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal((3, 1024), dtype=np.float32) for _ in range(4)]
+    joined = np.concatenate(parts).reshape(2, 6, 1024)
+    for dtype in (np.float32, np.float16):
+        streamed, whole = ovir.IRGraph("s"), ovir.IRGraph("s")
+        for g, value in ((streamed, ovir.Pieces(parts, joined.shape, dtype)), (whole, joined.astype(dtype))):
+            g.result(g.op("Relu", g.const(value)))
+        xml, bin_ = ovir.serialize(streamed)
+        assert (xml, bin_) == ovir.serialize(whole)
+        back = ovir.parse(xml, bin_)
+        const = next(layer for layer in back.layers if layer.type == "Const")
+        np.testing.assert_array_equal(const.value, joined.astype(dtype))
+
+
+def test_big_constants_start_on_a_page_and_small_ones_are_shared():
+    g = ovir.IRGraph("m")
+    small = [g.const(np.arange(3, dtype=np.int64)) for _ in range(2)]
+    big = g.const(np.ones((ovir.PAGE,), np.float32))
+    g.result(g.op("Add", g.op("Convert", small[0], destination_type="f32"),
+                  g.op("Convert", small[1], destination_type="f32")))
+    g.result(big)
+    xml, bin_ = ovir.serialize(g)
+    root = ovir.parse_xml(xml)
+    data = {el.attrib["name"]: el.find("data").attrib for el in root.find("layers").findall("layer")
+            if el.attrib["type"] == "Const"}
+    offsets = {int(d["offset"]) for name, d in data.items() if d["element_type"] == "i64"}
+    assert offsets == {0}
+    assert [int(d["offset"]) % ovir.PAGE for d in data.values() if d["element_type"] == "f32"] == [0]
+
+
+@pytest.mark.parametrize("fp16", [False, True])
+def test_reordered_weights_stream_from_the_memory_map(fp16, tmp_path, monkeypatch):
+    monkeypatch.setattr(ovir, "VIEW_BYTES", 0)
+    model = io.load(lstm(tmp_path / "m.onnx", H=16, I=8))
+    (rn,) = onnx_recurrent.find(model)
+    source = {k: model.graph.initializers[k].const_value.numpy() for k in ("W", "R")}
+    released = []
+    conversion = ov_convert.convert(model, fp16=fp16, release=released.append)
+    consts = [layer.value for layer in conversion.graph.layers if isinstance(layer.value, ovir.Pieces)]
+    assert len(consts) == 2  # W and R, in OpenVINO gate order, not copied
+    for pieces, k in zip(consts, ("W", "R")):
+        assert all(np.shares_memory(p, source[k]) for p in pieces.parts)
+    with open(tmp_path / "o.bin", "wb") as f:
+        xml = ovir.write_to(conversion.graph, f)
+    assert sum(v.nbytes for v in released) == sum(v.nbytes for v in source.values())
+    (tmp_path / "o.xml").write_bytes(xml)
+    back = ovir.read(tmp_path / "o.xml")
+    want = gates.sequence_tensors(rn.layer)
+    seq = next(layer for layer in back.layers if layer.type == "LSTMSequence")
+    producers, by_id = back.producers(), back.by_id()
+
+    def value(port):
+        layer = by_id[producers[(seq.id, port)][0]]
+        if layer.type == "Convert":
+            layer = by_id[producers[(layer.id, 0)][0]]
+        return layer.value
+
+    for port, k in ((4, "W"), (5, "R"), (6, "B")):
+        np.testing.assert_array_equal(value(port), want[k].astype(np.float16 if fp16 else np.float32))
+
+
+def test_big_layers_verify_in_float32_with_small_sizes(tmp_path, monkeypatch):
+    from rnnconv import convert
+    from rnnconv.to_openvino import to_openvino
+
+    monkeypatch.setattr(convert, "BIG_WEIGHT_BYTES", 0)
+    report = to_openvino(lstm(tmp_path / "m.onnx"), tmp_path / "o.xml", runtime=False)
+    assert report.ok and len(report.checks) == 2
+    assert all("(float32)" in c.engines for c in report.checks)
+    shapes = {o.name: o.shape for c in report.checks for o in c.outputs}
+    assert shapes["Y"] == (convert.BIG_NODE_T, 2, convert.BIG_NODE_N, 8)
+
+
+def test_a_direction_of_pieces_stays_pieces():
+    parts = [np.full((2, 3), k, np.float32) for k in range(4)]
+    w = ovir.Pieces(parts, (2, 4, 3), np.float32)
+    second = w[1:2]
+    assert isinstance(second, ovir.Pieces) and all(np.shares_memory(a, b) for a, b in zip(second.parts, parts[2:]))
+    np.testing.assert_array_equal(second, np.asarray(w)[1:2])
+    np.testing.assert_array_equal(w[0], np.asarray(w)[0])
+
+
+SHAPES = [
+    ("split per direction", "GRU", {"direction": "bidirectional", "activations": ["Sigmoid", "Tanh", "Sigmoid",
+                                                                                  "Relu"]}),
+    ("lowered", "LSTM", {"peepholes": True, "direction": "bidirectional"}),
+    ("fused", "RNN", {"direction": "reverse"}),
+]
+
+
+@pytest.mark.parametrize("what,kind,kwargs", SHAPES, ids=[c[0] for c in SHAPES])
+def test_every_shape_of_ir_right_with_weights_as_views(what, kind, kwargs, tmp_path, monkeypatch):
+    from tests.test_openvino_convert import convert_and_check, recurrent_model
+
+    monkeypatch.setattr(ovir, "VIEW_BYTES", 0)
+    model, _ = recurrent_model(kind, **kwargs)
+    convert_and_check(tmp_path, model, 0, {})
+
+
+def test_verify_node_checks_each_recurrent_node_only(tmp_path):
+    from rnnconv.errors import UsageError
+    from rnnconv.to_openvino import to_openvino
+
+    report = to_openvino(lstm(tmp_path / "m.onnx"), tmp_path / "o.xml", verify="node")
+    assert report.ok and report.verified == "node" and (tmp_path / "o.bin").exists()
+    assert [c.subject for c in report.checks] == ["LSTM node 'lstm'"]
+    with pytest.raises(UsageError):
+        to_openvino(tmp_path / "m.onnx", verify="some")
