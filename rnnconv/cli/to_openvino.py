@@ -7,7 +7,7 @@ import click
 from rnnconv.cli.options import converting
 
 
-@converting("to-openvino", writes=".xml", verify_modes=("full", "none"))
+@converting("to-openvino", writes=".xml", verify_modes=("full", "node", "none"))
 @click.option("--fp16", is_flag=True, help="Store float weights as f16 (decompressed to f32 at load, as "
                                            "ov.save_model does); verified at 2e-3.")
 def command(fp16):
@@ -28,4 +28,4 @@ def convert(source, output, *, verify: str, fp16: bool, **common):
     from rnnconv.to_openvino import to_openvino
 
     # The OpenVINO runtime check runs in a child process: a plugin crash fails the check, not the command.
-    return to_openvino(source, output, fp16=fp16, verify=verify != "none", isolate=True, **common)
+    return to_openvino(source, output, fp16=fp16, verify=verify, isolate=True, **common)

@@ -45,7 +45,7 @@ def run_ir(graph: Union[ovir.IRGraph, str, os.PathLike], feeds: Mapping[str, np.
 
 def _float(x, fdt):
     x = np.asarray(x)
-    return x.astype(fdt) if ovir.is_float(x.dtype) else x
+    return x.astype(fdt, copy=False) if ovir.is_float(x.dtype) else x
 
 
 def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None = None):
