@@ -198,9 +198,15 @@ def check_models(before: ir.Model, after: ir.Model, seed: int, atol, rtol,
     engine_before = _run(before, feeds, precision)
     checks = [verify.compare_all("model", _engine(precision), engine_before, _run(after, feeds, precision), atol,
                                  rtol, names=outputs)]
-    ort = _onnxruntime_outputs(before, feeds), _onnxruntime_outputs(after, feeds)
+    (ort_before, _), (ort_after, why) = onnxruntime_outputs(before, feeds), onnxruntime_outputs(after, feeds)
+    ort = ort_before, ort_after
     if ort[0] is not None and ort[1] is not None:
         checks.append(verify.compare_all("model", "onnxruntime", ort[0], ort[1], atol, rtol, names=outputs))
+    elif ort[0] is not None and not _onnxruntime_may_refuse(after):
+        # onnxruntime ran the source: the converted model must run there too.
+        checks.append(verify.Check("model", "onnxruntime", [verify.OutputComparison(
+            name, (), float("inf"), float("inf"), float("inf"), 1, 1.0, None,
+            problem=f"onnxruntime cannot run the converted model: {why}") for name in outputs]))
     elif ort[1] is not None:
         # The source cannot run in onnxruntime: hold the converted model in onnxruntime against the engine.
         checks.append(verify.compare_all("model", f"{_engine(precision)}(source) vs onnxruntime(converted)",
@@ -208,19 +214,32 @@ def check_models(before: ir.Model, after: ir.Model, seed: int, atol, rtol,
     return checks
 
 
-def _onnxruntime_outputs(model: ir.Model, feeds) -> Optional[dict]:
+def onnxruntime_outputs(model: ir.Model, feeds) -> tuple[Optional[dict], str]:
+    """onnxruntime's outputs, or None and the reason it could not run the model."""
     try:
         sess = io.onnxruntime_session(model)
-    except Exception:  # onnxruntime refuses the model (layout=1, opset < 7, float64...): no second opinion
-        return None
+    except Exception as err:  # refused (layout=1, opset < 7, float64...): decided by the caller
+        return None, _first_line(err)
     try:
         names = [o.name for o in sess.get_outputs()]
-        return dict(zip(names, sess.run(None, feeds)))
-    except Exception:
-        return None
+        return dict(zip(names, sess.run(None, feeds))), ""
+    except Exception as err:
+        return None, _first_line(err)
     finally:
         del sess
         io.release_external(model)
+
+
+def _onnxruntime_may_refuse(model: ir.Model) -> bool:
+    """True when a recurrent node is one onnxruntime is known to refuse (rnnconv.check's facts)."""
+    from rnnconv import check
+
+    return any(check.node_findings(rn, "onnxruntime") for rn in onnx_recurrent.find(model))
+
+
+def _first_line(err: Exception) -> str:
+    lines = [ln for ln in str(err).splitlines() if ln.strip()]
+    return lines[-1].strip()[:300] if lines else type(err).__name__
 
 
 # ---- the pipeline ----------------------------------------------------------------------------------------

@@ -1065,7 +1065,7 @@ def check(model: ir.Model, graph: ovir.IRGraph, xml: Path, bin_path: Optional[Pa
           seed: int, atol, rtol, *, runtime: Optional[bool] = None, onnx_names: Optional[list[str]] = None
           ) -> list[verification.Check]:
     """The IR against the ONNX model: interpreter vs engine (float64); OpenVINO runtime vs onnxruntime (f32)."""
-    from rnnconv.convert import _onnxruntime_outputs
+    from rnnconv.convert import onnxruntime_outputs
     from rnnconv.engine.graph import run_onnx
     from rnnconv.engine.ir_graph import run_ir
 
@@ -1096,7 +1096,7 @@ def check(model: ir.Model, graph: ovir.IRGraph, xml: Path, bin_path: Optional[Pa
     ov_out, why_ov = (None, "openvino not installed")
     if runtime:
         ov_out, why_ov = _run_checked(lambda: _ov_run(xml, bin_path, graph, onnx_names, feeds), "OpenVINO runtime")
-    ort_out = _onnxruntime_outputs(model, feeds)
+    ort_out, _ = onnxruntime_outputs(model, feeds)
     if ov_out is not None:
         if ort_out is not None:
             checks.append(_check("whole model", "OpenVINO runtime (CPU, f32) vs onnxruntime", ov_out, ort_out,

@@ -200,3 +200,24 @@ def test_cli_upgrade_writes_verified_model_and_refuses_overwrite(tmp_path, capsy
     with pytest.raises(SystemExit) as exc:
         main(["upgrade", str(src), "-o", str(src), "--force"])
     assert exc.value.code == 2
+
+
+def test_converted_model_that_onnxruntime_refuses_fails_verification(monkeypatch):
+    """onnxruntime ran the source, so the converted model must run there too: a refusal is a failed check."""
+    from rnnconv import io as rio
+    from rnnconv.errors import VerificationFailed
+
+    real = rio.onnxruntime_session
+    calls = []
+
+    def refuse_second(model):
+        calls.append(model)
+        if len(calls) == 2:
+            raise RuntimeError("simulated: no kernel for this node")
+        return real(model)
+
+    monkeypatch.setattr(rio, "onnxruntime_session", refuse_second)
+    with pytest.raises(VerificationFailed) as err:
+        rnnconv.upgrade(recurrent_model("LSTM", 7), opset=14)
+    problems = [o.problem for c in err.value.report.checks for o in c.outputs if o.problem]
+    assert any("onnxruntime cannot run the converted model: simulated" in p for p in problems)
