@@ -43,8 +43,6 @@ from rnnconv.layer import Cell, Layer
 
 SEQUENCES = {"GRUSequence": "GRU", "LSTMSequence": "LSTM", "RNNSequence": "RNN"}
 CELLS = {"GRUCell": "GRU", "LSTMCell": "LSTM", "RNNCell": "RNN"}
-# One thread: verification models are tiny, and CPU threads only contend on a busy CI machine.
-OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
 MIN_OPSET = 7
 FOLD_LIMIT = 1 << 24  # elements: constant sub-graphs larger than this stay operations
 _SAME_SHAPE = ("Convert", *ops.UNARY.values())  # layers whose output dims are their input's
@@ -1009,38 +1007,16 @@ def _run_checked(fn, what: str):
 
 def _ov_run(xml: Path, bin_path: Optional[Path], graph: ovir.IRGraph, onnx_names: list[str], feeds: dict
             ) -> dict[str, np.ndarray]:
-    """The IR in the OpenVINO runtime (CPU, f32), reshaped to the feeds' static shapes (the CPU plugin ignores
-    sequence_lengths on dynamic shapes, measured on 2026.4)."""
-    import openvino as ov
+    """The IR in the OpenVINO runtime (CPU, f32), reshaped to the feeds' static shapes, outputs by ONNX name."""
+    from rnnconv.engine import openvino_runtime
 
-    def by_name(inputs) -> dict:
-        # Feeds use tensor names, or the Parameter's name where IR 10 gives none.
-        ports = {}
-        for param, p in zip(model.get_parameters(), inputs):
-            for n in list(p.get_names()) + [param.get_friendly_name()]:
-                ports.setdefault(n, p)
-        return ports
-
-    core = ov.Core()
-    model = core.read_model(str(xml), str(bin_path) if bin_path is not None else None)
-    params = by_name(model.inputs)
-    shapes = {params[k]: ov.PartialShape(list(np.shape(v))) for k, v in feeds.items() if k in params}
-    if shapes:
-        model.reshape(shapes)
-    compiled = core.compile_model(model, "CPU", OV_CONFIG)
-    ports = by_name(compiled.inputs)
-    result = compiled.create_infer_request().infer({ports[k]: np.ascontiguousarray(v) for k, v in feeds.items()
-                                                    if k in ports})
+    outputs = openvino_runtime.infer(openvino_runtime.read(xml, bin_path), feeds, reshape=True)
     wanted = dict(zip([r.name for r in graph.results()], onnx_names))
     out = {}
-    for res, port in zip(model.get_results(), compiled.outputs):
-        value = np.asarray(result[port])
-        name = wanted.get(res.get_friendly_name())
-        if name is None:
-            names = port.get_names()
-            name = next((n for n in names if n in wanted.values()), None)
+    for o in outputs:
+        name = wanted.get(o.result) or next((n for n in o.names if n in wanted.values()), None)
         if name is not None:
-            out[name] = value
+            out[name] = o.value
     return out
 
 

@@ -29,7 +29,6 @@ from rnnconv.dialects.openvino import convert as ov_convert
 from rnnconv.dialects.openvino import ir as ovir
 from rnnconv.errors import IOFailure, UsageError, VerificationFailed
 
-OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 
 
 def to_openvino(model_or_path, out_xml=None, *, fp16: bool = False, verify=True,
@@ -184,37 +183,10 @@ def _symbol(value, axis):
     return None if isinstance(d, int) else getattr(d, "value", None)
 
 
-_CORE = []
-
-
 def _ov_run(xml_path: Path, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    import openvino as ov
+    from rnnconv.engine import openvino_runtime
 
-    if not _CORE:
-        _CORE.append(ov.Core())  # creating a Core costs more than compiling a small model
-    core = _CORE[0]
-    compiled = core.compile_model(core.read_model(str(xml_path)), "CPU", OV_CONFIG)
-    request = compiled.create_infer_request()
-    names = {}
-    for port in compiled.inputs:
-        for n in port.get_names():
-            names[n] = port
-    inputs = {}
-    for k, v in feeds.items():
-        if k in names:
-            v = np.asarray(v, order="C")
-            # OpenVINO's Python API takes bfloat16 as its bits, and hands bf16 outputs back as float16 bits.
-            inputs[names[k]] = ov.Tensor(v.view(np.uint16), list(v.shape), ov.Type.bf16) \
-                if v.dtype.name == "bfloat16" else v
-    result = request.infer(inputs)
-    out = {}
-    for port in compiled.outputs:
-        value = np.asarray(result[port])
-        if port.get_element_type() == ov.Type.bf16:
-            value = value.view(np.uint16).view(ovir.numpy_dtype("bf16"))
-        for n in port.get_names():
-            out[n] = value
-    return out
+    return openvino_runtime.run(xml_path, feeds)
 
 
 class _RuntimeCrash(Exception):

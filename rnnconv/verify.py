@@ -257,8 +257,6 @@ def random_inputs(model: ir.Model, seed: int = 0, dims: Optional[Mapping[str, in
 # ---- `rnnconv verify`: two models, any engines ---------------------------------------------------------------
 
 ENGINES = ("rnnconv", "onnxruntime", "openvino")
-# OpenVINO's CPU plugin runs bf16 on some hosts unless told otherwise (../shared/spec/README.md).
-OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 INPUT_LIMIT = 1 << 31  # bytes of random inputs per run; a larger request is refused before allocating
 ROLE_ALIASES = {"batch": "batch", "n": "batch", "seq": "sequence", "sequence": "sequence", "t": "sequence"}
 SEQUENCE_OPS = {"LSTMSequence": 3, "GRUSequence": 2, "RNNSequence": 2}  # IR op -> sequence_lengths port
@@ -903,53 +901,21 @@ def _bfloat16_outputs_as_float32(model: ir.Model) -> ir.Model:
 def _run_openvino(model: Model, feeds) -> dict[str, np.ndarray]:
     import tempfile
 
-    import openvino as ov
+    from rnnconv.engine import openvino_runtime
 
-    core = ov.Core()
     with tempfile.TemporaryDirectory(prefix="rnnconv-verify-") as tmp:
-        if model.path is not None and model.format == "onnx" and model.onnx is not None and _saved_as_is(model):
-            ov_model = core.read_model(str(model.path))
+        if model.path is not None and (model.format != "onnx" or (model.onnx is not None and _saved_as_is(model))):
+            ov_model = openvino_runtime.read(model.path)
         elif model.format == "onnx":
             path = Path(tmp) / "model.onnx"
             io.save(model.onnx, path, force=True)
-            ov_model = core.read_model(str(path))
-        elif model.path is not None:
-            ov_model = core.read_model(str(model.path))
+            ov_model = openvino_runtime.read(path)
         else:
             from rnnconv.dialects.openvino import ir as ovir
 
             xml, _ = ovir.write(model.graph, Path(tmp) / "model.xml")
-            ov_model = core.read_model(str(xml))
-        compiled = core.compile_model(ov_model, "CPU", OPENVINO_CONFIG)
-    ports = {}
-    for port in compiled.inputs:
-        for n in port.get_names():
-            ports[n] = port
-    inputs = {}
-    for name, value in feeds.items():
-        port = ports.get(name)
-        if port is not None:
-            inputs[port] = _ov_tensor(ov, np.asarray(value), port.get_element_type())
-    request = compiled.create_infer_request()
-    request.infer(inputs)
-    out = {}
-    for port in compiled.outputs:
-        tensor = request.get_tensor(port)
-        data = np.array(tensor.data)
-        if tensor.get_element_type() == ov.Type.bf16:  # the Python API shows bf16 bits as a float16 array
-            data = data.view(np.uint16).view(ml_dtypes.bfloat16)
-        for n in port.get_names():
-            out[n] = data
-    return out
-
-
-def _ov_tensor(ov, value: np.ndarray, element_type):
-    if element_type == ov.Type.bf16:  # copy the bits: `.data` of a bf16 tensor is typed float16
-        arr = np.ascontiguousarray(value.astype(ml_dtypes.bfloat16))
-        tensor = ov.Tensor(ov.Type.bf16, list(arr.shape))
-        tensor.data.view(np.uint16)[...] = arr.view(np.uint16)
-        return tensor
-    return np.ascontiguousarray(value.astype(element_type.to_dtype()))
+            ov_model = openvino_runtime.read(xml)
+        return openvino_runtime.by_tensor_name(openvino_runtime.infer(ov_model, feeds))
 
 
 def _saved_as_is(model: Model) -> bool:

@@ -1,0 +1,89 @@
+"""The real OpenVINO runtime as a second opinion: CPU, f32 precision set explicitly, bfloat16 passed as its bits.
+
+One place for what every caller needs (to-openvino, from-openvino and verify): OpenVINO's CPU plugin may run bf16
+by default on some hosts (../shared/spec/README.md), and its Python API takes and returns bf16 tensors as 16-bit
+patterns typed float16.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Optional
+
+import ml_dtypes
+import numpy as np
+
+CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+_CORE: list = []
+
+
+def core():
+    import openvino as ov
+
+    if not _CORE:
+        _CORE.append(ov.Core())  # creating a Core costs more than compiling a small model
+    return _CORE[0]
+
+
+def read(path, bin_path=None):
+    return core().read_model(str(path), None if bin_path is None else str(bin_path))
+
+
+@dataclasses.dataclass
+class Output:
+    names: set[str]  # tensor names of the Result's port
+    result: str  # the Result's friendly name (IR 10 keeps names there)
+    value: np.ndarray
+
+
+def infer(model, feeds: Mapping[str, np.ndarray], *, reshape: bool = False) -> list[Output]:
+    """Run an ov.Model on feeds keyed by tensor name (or Parameter friendly name, for IR 10).
+
+    `reshape`: fix dynamic dims to the feeds' shapes first (the CPU plugin ignores sequence_lengths on dynamic
+    shapes, measured on 2026.4)."""
+    import openvino as ov
+
+    def by_name(ports) -> dict:
+        out = {}
+        for param, port in zip(model.get_parameters(), ports):
+            for n in [*port.get_names(), param.get_friendly_name()]:
+                out.setdefault(n, port)
+        return out
+
+    if reshape:
+        params = by_name(model.inputs)
+        shapes = {params[k]: ov.PartialShape(list(np.shape(v))) for k, v in feeds.items() if k in params}
+        if shapes:
+            model.reshape(shapes)
+    compiled = core().compile_model(model, "CPU", CONFIG)
+    ports = by_name(compiled.inputs)
+    inputs = {ports[k]: _tensor(ov, np.asarray(v), ports[k].get_element_type()) for k, v in feeds.items()
+              if k in ports}
+    result = compiled.create_infer_request().infer(inputs)
+    out = []
+    for res, port in zip(model.get_results(), compiled.outputs):
+        value = np.array(result[port])
+        if port.get_element_type() == ov.Type.bf16:
+            value = value.view(np.uint16).view(ml_dtypes.bfloat16)
+        out.append(Output(set(port.get_names()), res.get_friendly_name(), value))
+    return out
+
+
+def by_tensor_name(outputs: list[Output]) -> dict[str, np.ndarray]:
+    return {n: o.value for o in outputs for n in o.names}
+
+
+def run(path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None) -> dict[str, np.ndarray]:
+    """The IR (or ONNX, through OpenVINO's own import) at `path`, outputs by tensor name."""
+    return by_tensor_name(infer(read(path, bin_path), feeds))
+
+
+def _tensor(ov, value: np.ndarray, element_type):
+    if element_type == ov.Type.bf16:  # copy the bits: `.data` of a bf16 tensor is typed float16
+        arr = np.ascontiguousarray(value.astype(ml_dtypes.bfloat16))
+        tensor = ov.Tensor(ov.Type.bf16, list(arr.shape))
+        tensor.data.view(np.uint16)[...] = arr.view(np.uint16)
+        return tensor
+    if element_type.is_dynamic():
+        return np.ascontiguousarray(value)
+    return np.ascontiguousarray(value.astype(element_type.to_dtype(), copy=False))
