@@ -291,7 +291,8 @@ def test_big_model_streams_in_little_memory(tmp_path):
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
 @pytest.mark.parametrize("lbr", [0, 1])
 def test_big_weights_are_multiplied_where_they_lie(op, lbr, monkeypatch):
-    # The engine's no-copy path (weights of big layers, gate by gate) computes what the stacked path does.
+    # The engine's three ways to multiply by a layer's gates agree: one view over an ONNX node's gate blocks
+    # (no copy), gate by gate where the weights lie (big layers in another gate order), a stacked copy.
     from rnnconv import engine
     from rnnconv.engine import recurrence
 
@@ -304,12 +305,28 @@ def test_big_weights_are_multiplied_where_they_lie(op, lbr, monkeypatch):
     attrs = dict(hidden_size=H, direction="bidirectional", dtype=np.float32)
     if op == "GRU":
         attrs["linear_before_reset"] = lbr
+    viewed = engine.KERNELS[op](*args, **attrs)
+    monkeypatch.setattr(recurrence, "_adjacent", lambda mats: None)
     stacked = engine.KERNELS[op](*args, **attrs)
     monkeypatch.setattr(recurrence, "NO_COPY_BYTES", 0)
     in_place = engine.KERNELS[op](*args, **attrs)
-    for a, b in zip(stacked, in_place):
+    for a, b, c in zip(viewed, stacked, in_place):
         if a is not None:
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(a, c, rtol=1e-6, atol=1e-6)
+
+
+def test_adjacent_gate_blocks_join_without_copy():
+    from rnnconv.engine.recurrence import _adjacent
+
+    W = np.arange(24, dtype=np.float32).reshape(6, 4)
+    blocks = [W[0:2], W[2:4], W[4:6]]
+    joined = _adjacent(blocks)
+    assert joined is not None and np.shares_memory(joined, W)
+    np.testing.assert_array_equal(joined, W)
+    assert _adjacent([W[2:4], W[0:2], W[4:6]]) is None  # another order needs a copy
+    assert _adjacent([W[0:2], np.array(W[2:4]), W[4:6]]) is None  # equal values elsewhere in memory
+    assert _adjacent([W[0:2, :3], W[2:4, :3]]) is None  # not contiguous
 
 
 def test_only_referenced_bytes_are_copied(tmp_path):

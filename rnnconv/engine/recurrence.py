@@ -21,8 +21,8 @@ from rnnconv.layer import DIRECTIONS, Layer
 
 FLOAT_TYPES = ("float16", "bfloat16", "float32", "float64")
 
-# Packing order inside the loop, not ONNX's: gates that share activation f first, so one call covers them.
-_PACKING = {"RNN": ("i",), "GRU": ("z", "r", "h"), "LSTM": ("i", "f", "o", "c")}
+# Packing order inside the loop: ONNX's, so the weights of an ONNX node need no copy; LSTM's f gates come first.
+_PACKING = {"RNN": ("i",), "GRU": ("z", "r", "h"), "LSTM": ("i", "o", "f", "c")}
 
 
 def run_direction(
@@ -63,16 +63,19 @@ def run_direction(
     def vec(d, g):
         return np.asarray(d[g], dt) if g in d else np.zeros(H, dt)
 
+    # The loop works feature-major (states [H, N], gates [G*H, N]): R @ h^T reads the weights as stored, with no
+    # transposed copy, and is the faster GEMM shape for few rows (64x1024x3072 float32: 1.9 ms against 2.4 ms).
     # Wb + Rb folds into the input projection, except GRU's Rbh which linear_before_reset puts under rt.
     bias = np.concatenate([vec(Wb, g) + (0 if lbr and g == "h" else vec(Rb, g)) for g in gates])
-    XW = _stacked_product([W[g] for g in gates], dt)(np.asarray(X, dt).reshape(T * N, I),
-                                                    np.empty((T * N, G * H), dt)).reshape(T, N, G * H)
-    XW += bias
+    XW = _stacked_product([W[g] for g in gates], dt)(np.asarray(X, dt).reshape(T * N, I).T,
+                                                    np.empty((G * H, T * N), dt))
+    XW += bias[:, None]
+    XW = XW.reshape(G * H, T, N)
 
-    h_prev = np.zeros((N, H), dt) if initial_h is None else np.array(initial_h, dt)
+    h_prev = np.zeros((H, N), dt) if initial_h is None else np.array(np.asarray(initial_h).T, dt, order="C")
     c_prev = None
     if kind == "LSTM":
-        c_prev = np.zeros((N, H), dt) if initial_c is None else np.array(initial_c, dt)
+        c_prev = np.zeros((H, N), dt) if initial_c is None else np.array(np.asarray(initial_c).T, dt, order="C")
     Y = np.zeros((T, N, H), dt) if Y is None else Y
 
     lens = None if sequence_lens is None else np.asarray(sequence_lens).reshape(N)
@@ -82,18 +85,20 @@ def run_direction(
         R=R, Rbh=vec(Rb, "h") if lbr else None, P=P, activations=activations, clip=clip,
         linear_before_reset=lbr, input_forget=bool(input_forget), N=N, H=H, dt=dt,
     )
+    states = (np.empty((H, N), dt), np.empty((H, N), dt))
     shortest = T if lens is None else int(lens.min())
     for t in range(T - 1, -1, -1) if reverse else range(T):
-        active = None if t < shortest else (t < lens)[:, None]
-        out = Y[t] if active is None else np.empty((N, H), dt)
-        c = step(XW[t], h_prev, c_prev, out)
-        if active is None:
+        out = states[0] if h_prev is not states[0] else states[1]
+        c = step(XW[:, t], h_prev, c_prev, out)
+        if t < shortest:
+            Y[t] = out.T
             h_prev, c_prev = out, c
         else:
-            Y[t] = np.where(active, out, 0)
+            active = (t < lens)[None, :]
+            Y[t] = np.where(active, out, 0).T
             h_prev = np.where(active, out, h_prev)
             c_prev = None if c is None else np.where(active, c, c_prev)
-    Y_h, Y_c = np.array(h_prev), None if c_prev is None else np.array(c_prev)
+    Y_h, Y_c = np.array(h_prev.T), None if c_prev is None else np.array(c_prev.T)
     if sequence_lens is not None:
         # An empty sequence outputs no step: onnxruntime and OpenVINO both give zeros, not the initial state.
         empty = np.asarray(sequence_lens).reshape(N) == 0
@@ -108,18 +113,40 @@ def run_direction(
 NO_COPY_BYTES = 16 << 20
 
 
+def _root(a: np.ndarray):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _adjacent(mats: Sequence[np.ndarray]) -> Optional[np.ndarray]:
+    """The mats as one matrix without a copy, when they are consecutive row blocks of one C-contiguous array."""
+    first = mats[0]
+    for a, b in zip(mats, mats[1:]):
+        if not (a.flags.c_contiguous and b.flags.c_contiguous and a.dtype == b.dtype and a.shape[1:] == b.shape[1:]
+                and _root(a) is _root(b) and b.ctypes.data == a.ctypes.data + a.nbytes):
+            return None
+    rows = sum(m.shape[0] for m in mats)
+    return np.lib.stride_tricks.as_strided(first, (rows,) + first.shape[1:], first.strides, writeable=False)
+
+
 def _stacked_product(mats: Sequence[np.ndarray], dt):
-    """`product(x, out)`: x @ concatenate(mats).T into `out` ([rows, sum of the mats' rows])."""
-    if all(np.asarray(m).dtype == dt for m in mats) and sum(np.asarray(m).nbytes for m in mats) >= NO_COPY_BYTES:
-        def product(x, out):
-            start = 0
-            for m in mats:
-                np.matmul(x, np.asarray(m).T, out=out[:, start:start + m.shape[0]])
-                start += m.shape[0]
-            return out
-        return product
-    stacked = np.ascontiguousarray(np.concatenate([np.asarray(m, dt) for m in mats]).T)
-    return lambda x, out: np.matmul(x, stacked, out=out)
+    """`product(xT, out)`: concatenate(mats) @ xT into `out` ([sum of the mats' rows, columns of xT])."""
+    mats = [np.asarray(m) for m in mats]
+    if all(m.dtype == dt for m in mats):
+        joined = _adjacent(mats)
+        if joined is not None:
+            return lambda xT, out: np.matmul(joined, xT, out=out)
+        if sum(m.nbytes for m in mats) >= NO_COPY_BYTES:
+            def product(xT, out):
+                start = 0
+                for m in mats:
+                    np.matmul(m, xT, out=out[start:start + m.shape[0]])
+                    start += m.shape[0]
+                return out
+            return product
+    stacked = np.concatenate([np.asarray(m, dt) for m in mats])
+    return lambda xT, out: np.matmul(stacked, xT, out=out)
 
 
 # clip bounds the inputs of f and g; neither Ct nor the input of h(Ct) is clipped, as in onnxruntime.
@@ -133,7 +160,7 @@ def _rnn_loop(R, activations, clip, N, H, dt, **_):
     Rt = _stacked_product([R["i"]], dt)
 
     def step(xw, h_prev, c_prev, out):
-        # Ht = f(Xt*(Wi^T) + Ht-1*(Ri^T) + Wbi + Rbi)
+        # Ht = f(Xt*(Wi^T) + Ht-1*(Ri^T) + Wbi + Rbi), transposed
         Rt(h_prev, out)
         np.add(out, xw, out=out)
         _clip(out, clip)
@@ -149,25 +176,26 @@ def _gru_loop(R, Rbh, activations, clip, linear_before_reset, N, H, dt, **_):
     product_gates = ("z", "r", "h") if linear_before_reset else ("z", "r")
     Rt = _stacked_product([R[k] for k in product_gates], dt)
     Rht = _stacked_product([R["h"]], dt)
-    gates = np.empty((N, len(product_gates) * H), dt)
-    zr, zt, rt = gates[:, : 2 * H], gates[:, :H], gates[:, H : 2 * H]
-    ht, tmp = np.empty((N, H), dt), np.empty((N, H), dt)
+    gates = np.empty((len(product_gates) * H, N), dt)
+    zr, zt, rt = gates[: 2 * H], gates[:H], gates[H : 2 * H]
+    ht, tmp = np.empty((H, N), dt), np.empty((H, N), dt)
+    Rbh = None if Rbh is None else Rbh[:, None]
 
     def step(xw, h_prev, c_prev, out):
         # zt = f(Xt*(Wz^T) + Ht-1*(Rz^T) + Wbz + Rbz), rt likewise
         Rt(h_prev, gates)
-        np.add(zr, xw[:, : 2 * H], out=zr)
+        np.add(zr, xw[: 2 * H], out=zr)
         _clip(zr, clip)
         apply(f, zr, out=zr)
         if linear_before_reset:
             # ht = g(Xt*(Wh^T) + (rt (.) (Ht-1*(Rh^T) + Rbh)) + Wbh)
-            np.add(gates[:, 2 * H :], Rbh, out=ht)
+            np.add(gates[2 * H :], Rbh, out=ht)
             np.multiply(ht, rt, out=ht)
         else:
             # ht = g(Xt*(Wh^T) + (rt (.) Ht-1)*(Rh^T) + Rbh + Wbh)
             np.multiply(rt, h_prev, out=tmp)
             Rht(tmp, ht)
-        np.add(ht, xw[:, 2 * H :], out=ht)
+        np.add(ht, xw[2 * H :], out=ht)
         _clip(ht, clip)
         apply(g, ht, out=ht)
         # Ht = (1 - zt) (.) ht + zt (.) Ht-1
@@ -183,23 +211,25 @@ def _gru_loop(R, Rbh, activations, clip, linear_before_reset, N, H, dt, **_):
 def _lstm_loop(R, P, activations, clip, input_forget, N, H, dt, **_):
     f, g, h = activations
     Rt = _stacked_product([R[k] for k in _PACKING["LSTM"]], dt)
-    Pi, Po, Pf = (np.asarray(P[k], dt) for k in ("i", "o", "f")) if P else (None, None, None)
-    gates = np.empty((N, 4 * H), dt)
-    it, ft, ot, ct = (gates[:, k * H : (k + 1) * H] for k in range(4))
-    # With peepholes ot waits for Ct, so f runs on it and ft only at first.
-    f_first = gates[:, : 2 * H] if P else gates[:, : 3 * H]
-    tmp = np.empty((N, H), dt)
-    cells = (np.empty((N, H), dt), np.empty((N, H), dt))
+    Pi, Po, Pf = (np.asarray(P[k], dt)[:, None] for k in ("i", "o", "f")) if P else (None, None, None)
+    gates = np.empty((4 * H, N), dt)
+    it, ot, ft, ct = (gates[k * H : (k + 1) * H] for k in range(4))
+    tmp = np.empty((H, N), dt)
+    cells = (np.empty((H, N), dt), np.empty((H, N), dt))
 
     def step(xw, h_prev, c_prev, out):
         Rt(h_prev, gates)
         np.add(gates, xw, out=gates)
         if P:
-            # it = f(... + Pi (.) Ct-1 ...), ft = f(... + Pf (.) Ct-1 ...)
+            # it = f(... + Pi (.) Ct-1 ...), ft = f(... + Pf (.) Ct-1 ...); ot waits for Ct
             np.add(it, np.multiply(Pi, c_prev, out=tmp), out=it)
             np.add(ft, np.multiply(Pf, c_prev, out=tmp), out=ft)
-        _clip(f_first, clip)
-        apply(f, f_first, out=f_first)
+            for x in (it, ft):
+                _clip(x, clip)
+                apply(f, x, out=x)
+        else:
+            _clip(gates[: 3 * H], clip)
+            apply(f, gates[: 3 * H], out=gates[: 3 * H])
         if input_forget:
             np.subtract(1, it, out=ft)
         _clip(ct, clip)
