@@ -347,3 +347,47 @@ def test_only_referenced_bytes_are_copied(tmp_path):
     assert (tmp_path / "o.onnx.data").stat().st_size < len(data) + io.ALIGNMENT
     for name, array in weights(src).items():
         np.testing.assert_array_equal(weights(out)[name], array)
+
+
+def test_cli_start_defers_sympy(tmp_path):
+    # onnx_ir's sympy loads only when a symbolic dimension is computed with; then it is the real module.
+    src = lstm(tmp_path / "m.onnx")
+    probe = ("import sys\nfrom rnnconv.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+             "assert 'sympy.core' not in sys.modules, 'sympy was imported'\n"
+             "import onnx_ir as ir\nprint(ir.SymbolicDim('N') * 2 + 1)\n"
+             "import sympy\nprint(type(sympy.Symbol('x')).__module__)")
+    proc = subprocess.run([sys.executable, "-c", probe, "upgrade", str(src), "-o", str(tmp_path / "o.onnx")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-2:] == ["1", "sympy.core.symbol"] and "2*N + 1" in proc.stdout
+
+
+def test_weights_are_scanned_for_nan_once_per_tensor(monkeypatch, tmp_path):
+    from rnnconv.dialects import onnx_recurrent
+
+    model = io.load(lstm(tmp_path / "m.onnx"))
+    scans = []
+    real = onnx_recurrent._count_nonfinite
+    monkeypatch.setattr(onnx_recurrent, "_count_nonfinite", lambda a, *k: (a is not None and scans.append(a.shape)) or real(a, *k))
+    onnx_recurrent.find(model)
+    first = len(scans)
+    onnx_recurrent.find(model)
+    assert first == 3 and len(scans) == first  # W, R, B; the second reading scans nothing
+    w = model.graph.initializers["W"]
+    bad = w.const_value.numpy().copy()
+    bad[0, 0, 0] = np.nan
+    w.const_value = ir.tensor(bad, name="W")  # a new tensor in the value is scanned anew
+    with pytest.warns(Warning, match="1 non-finite"):
+        onnx_recurrent.find(model)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_nonfinite_count_is_exact(dtype):
+    from rnnconv.dialects.onnx_recurrent import _count_nonfinite
+
+    a = np.random.default_rng(0).uniform(-1, 1, 5_000_000).astype(dtype)
+    assert _count_nonfinite(a, chunk=1 << 20) == 0
+    a[[3, 1_500_000, 4_999_999]] = [np.nan, np.inf, -np.inf]
+    assert _count_nonfinite(a, chunk=1 << 20) == 3
+    big = np.full(1 << 20, np.finfo(dtype).max / 2, dtype)  # x.x overflows, yet every x is finite
+    assert _count_nonfinite(big) == 0

@@ -260,10 +260,22 @@ def _check_run_inputs(label, inputs, arrays, layout, num_directions, H, input_si
             got = const.tolist() if const.size <= 16 else f"values from {const.min()} to {const.max()}"
             raise BadInput(f"{label}: sequence_lens must lie in [0, {T}], got {got}")
     for k in ("W", "R", "B", "P"):
-        bad = _count_nonfinite(arrays.get(k))
+        bad = _nonfinite_once(inputs.get(k), arrays.get(k))
         if bad:
             warnings.warn(RnnconvWarning(f"{label}: {k} holds {bad} non-finite value(s) (NaN/Inf): outputs may be "
                                          f"NaN; verification still compares them"), stacklevel=3)
+
+
+def _nonfinite_once(value: Optional[ir.Value], array: Optional[np.ndarray]) -> int:
+    """_count_nonfinite, once per weight: commands read a model's recurrent nodes more than once, and a scan of a
+    big model's weights costs about 0.1 s per GB."""
+    if value is None or array is None or value.const_value is None:
+        return _count_nonfinite(array)
+    key = "rnnconv.nonfinite"
+    scanned = value.meta.get(key)
+    if scanned is None or scanned[0] is not value.const_value:  # a new tensor in the value is scanned anew
+        scanned = value.meta[key] = (value.const_value, _count_nonfinite(array))
+    return scanned[1]
 
 
 def _count_nonfinite(array: Optional[np.ndarray], chunk: int = 1 << 22) -> int:
@@ -276,7 +288,12 @@ def _count_nonfinite(array: Optional[np.ndarray], chunk: int = 1 << 22) -> int:
     bad = 0
     try:
         for i in range(0, flat.size, chunk):
-            bad += int(np.count_nonzero(~np.isfinite(flat[i:i + chunk])))
+            part = flat[i:i + chunk]
+            # x.x is finite only when every x is (NaN and Inf propagate; a finite x can overflow it, then count).
+            if part.dtype.kind == "f" and part.dtype.itemsize >= 4 and np.isfinite(np.dot(part, part)):
+                release_pages(part)
+                continue
+            bad += int(np.count_nonzero(~np.isfinite(part)))
             release_pages(flat[i:i + chunk])  # a memory-mapped weight does not stay resident once scanned
     except TypeError:  # a float type numpy cannot test (exotic 8-bit floats): nothing to report
         return 0
