@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 import onnx
@@ -479,19 +479,61 @@ def release_pages(view: np.ndarray) -> None:
     The kernel keeps them in its page cache (a later read faults them back in cheaply), so scanning a multi-GB
     weight costs one chunk of resident memory, not the weight. A no-op for arrays that are not memory-mapped.
     """
+    found = _mapped(view)
+    if found is None or not hasattr(found[0], "madvise") or view.nbytes == 0:
+        return
+    mm, start = found
+    with contextlib.suppress(Exception):
+        stop = min(start + view.nbytes, len(mm))
+        start -= start % mmap.PAGESIZE
+        mm.madvise(mmap.MADV_DONTNEED, start, stop - start)
+
+
+def _mapped(view) -> Optional[tuple[mmap.mmap, int]]:
+    """The mmap an array view reads from and the view's start in it, or None (not memory-mapped)."""
     mm, base = view, None
     while isinstance(mm, (np.ndarray, memoryview)) and not isinstance(mm, mmap.mmap):
         if isinstance(mm, memoryview):
             base, mm = mm, mm.obj
         else:
             mm = mm.base
-    if not isinstance(mm, mmap.mmap) or base is None or not hasattr(mm, "madvise") or view.nbytes == 0:
-        return
-    with contextlib.suppress(Exception):
-        start = view.__array_interface__["data"][0] - np.frombuffer(base, np.uint8).__array_interface__["data"][0]
-        stop = min(start + view.nbytes, len(mm))
-        start -= start % mmap.PAGESIZE
-        mm.madvise(mmap.MADV_DONTNEED, start, stop - start)
+    if not isinstance(mm, mmap.mmap) or base is None:
+        return None
+    try:
+        return mm, view.__array_interface__["data"][0] - np.frombuffer(base, np.uint8).__array_interface__["data"][0]
+    except (TypeError, ValueError):
+        return None
+
+
+class KernelCopier:
+    """`copier(view, fd, offset)`: copies a C-contiguous view of `model`'s memory-mapped external data to
+    `offset` of the open file `fd` by the kernel (copy_file_range), so the bytes never enter this process; False
+    for any other view. onnx_ir maps each data file whole, so a view's place in its map is its place in the file."""
+
+    def __init__(self, model: ir.Model):
+        self._tensors = [v.const_value for g in model.graphs() for v in g.initializers.values()
+                         if isinstance(v.const_value, ir.ExternalTensor)]
+        self._files: dict[str, int] = {}
+
+    def __call__(self, view, fd: int, offset: int) -> bool:
+        if not isinstance(view, np.ndarray) or not view.flags.c_contiguous or view.nbytes == 0:
+            return False
+        found = _mapped(view)
+        path = None if found is None else next((t.path for t in self._tensors if t.raw is found[0]), None)
+        if path is None:
+            return False
+        if path not in self._files:
+            self._files[path] = os.open(path, os.O_RDONLY)
+        _copy_range(self._files[path], fd, found[1], offset, view.nbytes)
+        return True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for fd in self._files.values():
+            os.close(fd)
+        self._files.clear()
 
 
 def release_external(model: ir.Model) -> None:

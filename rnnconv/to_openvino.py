@@ -55,7 +55,9 @@ def to_openvino(model_or_path, out_xml=None, *, fp16: bool = False, verify=True,
     report.rewrites.extend(conversion.rewrites)
     tol = (atol, rtol) if not fp16 else (atol if atol is not None else 2e-3, rtol if rtol is not None else 2e-3)
     # The .bin is streamed into the staged file, each weight read from its memory map once and released.
-    with _staged(out, lambda f: ovir.write_to(conversion.graph, f)) as (tmp_xml, commit):
+    # Unchanged weight bytes (reordered gates) are copied file to file by the kernel, the rest streamed.
+    with io.KernelCopier(model) as copy, \
+            _staged(out, lambda f: ovir.write_to(conversion.graph, f, copy)) as (tmp_xml, commit):
         if mode != "none":
             for rn in conversion.recurrent:
                 report.checks.append(_check_node(model, rn, fp16, seed, *tol))
@@ -362,8 +364,9 @@ def _node_model(model: ir.Model, rn) -> ir.Model:
             continue
         const = onnx_recurrent.constant_array(v)
         if const is not None:
+            tensor = v.const_value if v.const_value is not None else ir.tensor(const, name=v.name)
             nv = ir.Value(name=v.name, shape=ir.Shape(const.shape), type=ir.TensorType(ir.DataType.from_numpy(
-                const.dtype)), const_value=ir.tensor(const, name=v.name))
+                const.dtype)), const_value=tensor)
             inits.append(nv)
         else:
             dtype = ir.DataType.INT32 if role == "sequence_lens" else (v.dtype or ftype)

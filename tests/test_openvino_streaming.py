@@ -123,3 +123,60 @@ def test_verify_node_checks_each_recurrent_node_only(tmp_path):
     assert [c.subject for c in report.checks] == ["LSTM node 'lstm'"]
     with pytest.raises(UsageError):
         to_openvino(tmp_path / "m.onnx", verify="some")
+
+
+@pytest.mark.parametrize("fp16", [False, True])
+def test_unchanged_weight_bytes_are_copied_by_the_kernel(fp16, tmp_path, monkeypatch):
+    # Gates reordered but not cast are copied file to file; the .bin is the same as when streamed.
+    monkeypatch.setattr(ovir, "VIEW_BYTES", 0)
+    model = io.load(lstm(tmp_path / "m.onnx", H=16, I=8))
+    conversion = ov_convert.convert(model, fp16=fp16)
+    copied = []
+    with io.KernelCopier(model) as copier:
+        def copy(view, fd, offset):
+            done = copier(view, fd, offset)
+            copied.append(done)
+            return done
+
+        with open(tmp_path / "copied.bin", "wb") as f:
+            xml = ovir.write_to(conversion.graph, f, copy)
+    with open(tmp_path / "streamed.bin", "wb") as f:
+        assert ovir.write_to(conversion.graph, f) == xml
+    assert (tmp_path / "copied.bin").read_bytes() == (tmp_path / "streamed.bin").read_bytes()
+    assert copied == ([] if fp16 else [True] * 16)  # 2 directions x 4 gates x (W, R); fp16 casts instead
+
+
+def test_kernel_copier_refuses_what_is_not_a_file_view(tmp_path):
+    model = io.load(lstm(tmp_path / "m.onnx", H=16, I=8))
+    w = model.graph.initializers["W"].const_value.numpy()
+    with io.KernelCopier(model) as copy, open(tmp_path / "o.bin", "wb") as f:
+        assert not copy(np.array(w), f.fileno(), 0)  # in memory
+        assert not copy(w[:, :, :3], f.fileno(), 0)  # not contiguous
+        assert copy(w[1], f.fileno(), 0)
+        f.flush()
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "o.bin", w.dtype).reshape(w[1].shape), w[1])
+
+
+def test_ir_interpreter_reads_big_weights_where_they_lie(tmp_path, monkeypatch):
+    # A Sequence op takes its gate blocks straight from the pieces: never joined, the same numbers as joined.
+    from rnnconv.engine import ir_graph
+    from rnnconv.to_openvino import feeds_for
+
+    monkeypatch.setattr(ovir, "VIEW_BYTES", 0)
+    model = io.load(lstm(tmp_path / "m.onnx", H=16, I=8))
+    feeds = feeds_for(model)
+    monkeypatch.setattr(ir_graph, "_TAKES_PIECES", frozenset())  # every op gets joined arrays
+    joined = ir_graph.run_ir(ov_convert.convert(model).graph, feeds, "float32")
+    monkeypatch.undo()
+    monkeypatch.setattr(ovir, "VIEW_BYTES", 0)
+    graph = ov_convert.convert(model).graph
+    assert any(isinstance(layer.value, ovir.Pieces) for layer in graph.layers)
+
+    def refuse(self, *a, **k):
+        raise AssertionError("weights joined")
+
+    monkeypatch.setattr(ovir.Pieces, "__array__", refuse)
+    lazy = ir_graph.run_ir(graph, feeds, "float32")
+    assert joined.keys() == lazy.keys()
+    for k in joined:
+        np.testing.assert_allclose(joined[k], lazy[k], rtol=1e-6, atol=1e-6)

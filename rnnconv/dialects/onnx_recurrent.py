@@ -269,13 +269,13 @@ def _check_run_inputs(label, inputs, arrays, layout, num_directions, H, input_si
 def _nonfinite_once(value: Optional[ir.Value], array: Optional[np.ndarray]) -> int:
     """_count_nonfinite, once per weight: commands read a model's recurrent nodes more than once, and a scan of a
     big model's weights costs about 0.1 s per GB."""
-    if value is None or array is None or value.const_value is None:
+    tensor = None if value is None else value.const_value
+    if tensor is None or array is None:
         return _count_nonfinite(array)
-    key = "rnnconv.nonfinite"
-    scanned = value.meta.get(key)
-    if scanned is None or scanned[0] is not value.const_value:  # a new tensor in the value is scanned anew
-        scanned = value.meta[key] = (value.const_value, _count_nonfinite(array))
-    return scanned[1]
+    key = "rnnconv.nonfinite"  # kept on the tensor: a model built around the same tensors is not scanned again
+    if key not in tensor.meta:
+        tensor.meta[key] = _count_nonfinite(array)
+    return tensor.meta[key]
 
 
 def _count_nonfinite(array: Optional[np.ndarray], chunk: int = 1 << 22) -> int:

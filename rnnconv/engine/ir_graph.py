@@ -62,7 +62,10 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
             if src not in computed:
                 raise BadInput(f"IR edge into layer {layer.name!r} port {p.id} comes from output port {src[1]} of "
                                f"layer {src[0]}, which it does not have")
-            args.append(computed[src])
+            arg = computed[src]
+            if isinstance(arg, ovir.Pieces) and layer.type not in _TAKES_PIECES:
+                arg = computed[src] = np.asarray(arg)  # joined once, for the kernels that compute on arrays
+            args.append(arg)
         if layer.type == "Parameter":
             if inner is not None and layer.id in inner:
                 value = inner[layer.id]
@@ -74,6 +77,9 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
                 want = ovir.numpy_dtype(layer.attrs.get("element_type", layer.outputs[0].element_type))
                 value = value.astype(want) if not ovir.is_float(want) else value
             results = [_float(value, fdt)]
+        elif layer.type == "Const" and isinstance(layer.value, ovir.Pieces):
+            # Lazy: a Sequence op reads its weights gate by gate where they lie (memory-mapped, for big models).
+            results = [layer.value.astype(fdt) if ovir.is_float(layer.value.dtype) else layer.value]
         elif layer.type == "Const":
             results = [_float(layer.value, fdt)]
         elif layer.type == "Result":
@@ -365,11 +371,29 @@ def _reduce(layer, a, fdt):
 _SPEC_ORDER = {"LSTM": ("f", "i", "c", "o"), "GRU": ("z", "r", "h"), "RNN": ("i",)}
 
 
+_TAKES_PIECES = frozenset({"LSTMSequence", "GRUSequence", "RNNSequence"})
+
+
+def _gate_blocks(value, d: int, n: int) -> tuple[list, list]:
+    """Direction d of a stacked weight [D, n*H, K] as n gate blocks [H, K], and the memory-mapped views read.
+
+    Pieces laid out one piece per gate (to-openvino's reordered weights) give the pieces themselves: a big
+    model's weights are never joined into a new array."""
+    if isinstance(value, ovir.Pieces):
+        one = value[d:d + 1]
+        if isinstance(one, ovir.Pieces) and len(one.parts) == n and all(p.size * n == one.size for p in one.parts):
+            shape = (one.shape[1] // n, *one.shape[2:])
+            return [p.reshape(shape).astype(one.dtype, copy=False) for p in one.parts], one.parts
+        value = np.asarray(value)
+    return np.split(np.asarray(value[d]), n), []
+
+
 def _split_spec(kind, W, R, B, lbr):
-    """W [G*H,I], R [G*H,H], B [G*H] (GRU lbr: [4H] = Wbz+Rbz, Wbr+Rbr, Wbh, Rbh) -> gate dicts W, R, Wb, Rb."""
+    """W, R: gate blocks in spec order; B [G*H] (GRU lbr: [4H] = Wbz+Rbz, Wbr+Rbr, Wbh, Rbh) -> gate dicts W,
+    R, Wb, Rb."""
     order = _SPEC_ORDER[kind]
-    Wd = dict(zip(order, np.split(W, len(order))))
-    Rd = dict(zip(order, np.split(R, len(order))))
+    Wd = dict(zip(order, W))
+    Rd = dict(zip(order, R))
     if kind == "GRU" and lbr:
         bz, br, wbh, rbh = np.split(B, 4)
         return Wd, Rd, {"z": bz, "r": br, "h": wbh}, {"h": rbh}
@@ -402,12 +426,18 @@ def _sequence(layer, a, fdt):
     Xt = np.transpose(X, (1, 0, 2))
     ys, hs, cs = [], [], []
     reverse_flags = [direction == "reverse"] if direction != "bidirectional" else [False, True]
+    n = len(_SPEC_ORDER[kind])
+    B = np.asarray(B)
     for d, reverse in enumerate(reverse_flags):
-        Wd, Rd, Wb, Rb = _split_spec(kind, W[d], R[d], B[d], lbr)
+        (Wg, w_read), (Rg, r_read) = _gate_blocks(W, d, n), _gate_blocks(R, d, n)
+        Wd, Rd, Wb, Rb = _split_spec(kind, Wg, Rg, B[d], lbr)
         Y, Yh, Yc = run_direction(
             kind, Xt, Wd, Rd, Wb, Rb, {}, acts, clip=clip if clip > 0 else None, linear_before_reset=lbr,
             input_forget=False, sequence_lens=lens, initial_h=H0[:, d], initial_c=None if C0 is None else C0[:, d],
             reverse=reverse, dtype=fdt)
+        for weights, read in ((W, w_read), (R, r_read)):  # resident one direction at a time
+            for part in read:
+                weights.release(part)
         ys.append(np.transpose(Y, (1, 0, 2)))  # [N,T,H]
         hs.append(Yh)
         cs.append(Yc)

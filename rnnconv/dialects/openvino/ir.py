@@ -147,12 +147,15 @@ class Pieces:
         """The data in `dtype`, in order, in C-contiguous chunks of at most about `nbytes` (each source view
         released once its chunk has been used)."""
         for p in self.parts:
-            flat = p.reshape(-1)
-            step = max(1, nbytes // max(1, p.dtype.itemsize))
-            for i in range(0, flat.size, step):
-                src = flat[i:i + step]
-                yield np.ascontiguousarray(src if src.dtype == self.dtype else src.astype(self.dtype))
-                self.release(src)
+            yield from self.part_chunks(p, nbytes)
+
+    def part_chunks(self, p: np.ndarray, nbytes: int = 16 << 20):
+        flat = p.reshape(-1)
+        step = max(1, nbytes // max(1, p.dtype.itemsize))
+        for i in range(0, flat.size, step):
+            src = flat[i:i + step]
+            yield np.ascontiguousarray(src if src.dtype == self.dtype else src.astype(self.dtype))
+            self.release(src)
 
 
 @dataclasses.dataclass
@@ -393,12 +396,17 @@ PAGE = 4096  # constants of a page or more start on a page boundary (the runtime
 SHARED_BYTES = 1 << 20  # identical constants up to this size share bytes, as ov.save_model does
 
 
+# copy(view, fd, offset) -> bool: puts a view's bytes at `offset` of the open file `fd` without reading them (a
+# memory-mapped view of a file: the kernel copies file to file), or returns False.
+Copier = Callable[[np.ndarray, int, int], bool]
+
+
 class _BinWriter:
     """Places Const data in an open .bin file: small identical constants once, big ones page-aligned and
-    streamed chunk by chunk."""
+    streamed chunk by chunk, or copied by `copy` where a piece is unchanged bytes of a file."""
 
-    def __init__(self, f: BinaryIO):
-        self.f, self.size, self.shared = f, 0, {}
+    def __init__(self, f: BinaryIO, copy: Optional[Copier] = None):
+        self.f, self.size, self.shared, self.copy = f, 0, {}, copy
 
     def place(self, value) -> tuple[int, int]:
         if not isinstance(value, Pieces):
@@ -406,28 +414,39 @@ class _BinWriter:
             if value.nbytes <= SHARED_BYTES:
                 data = value.tobytes()
                 if data not in self.shared:
-                    self.shared[data] = self._append([data], len(data))
+                    self.shared[data] = self._append([[data]], len(data))
                 return self.shared[data], len(data)
             value = Pieces([value], value.shape, value.dtype)
-        return self._append(value.chunks(), value.nbytes), value.nbytes
+        return self._append([self._part(value, p) for p in value.parts], value.nbytes), value.nbytes
 
-    def _append(self, chunks, nbytes: int) -> int:
+    def _part(self, value: Pieces, p: np.ndarray):
+        """A lazy writer of one piece: its chunks, or nothing once `copy` has placed it."""
+        if self.copy is not None and p.dtype == value.dtype:
+            self.f.flush()
+            if self.copy(p, self.f.fileno(), self.size):
+                self.size += p.nbytes
+                self.f.seek(self.size)
+                return
+        yield from value.part_chunks(p)
+
+    def _append(self, parts, nbytes: int) -> int:
         if nbytes >= PAGE and self.size % PAGE:
             pad = PAGE - self.size % PAGE
             self.f.write(bytes(pad))
             self.size += pad
         offset = self.size
-        for data in chunks:
-            self.f.write(data.reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else data)
-            self.size += data.nbytes if isinstance(data, np.ndarray) else len(data)
+        for part in parts:
+            for data in part:
+                self.f.write(data.reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else data)
+                self.size += data.nbytes if isinstance(data, np.ndarray) else len(data)
         if self.size != offset + nbytes:
             raise ValueError(f"wrote {self.size - offset} bytes of a {nbytes}-byte constant")
         return offset
 
 
-def write_to(graph: IRGraph, bin_file: BinaryIO) -> bytes:
+def write_to(graph: IRGraph, bin_file: BinaryIO, copy: Optional[Copier] = None) -> bytes:
     """Write the Const data of `graph` into the open `bin_file`; returns the .xml bytes (IR version 11)."""
-    writer = _BinWriter(bin_file)
+    writer = _BinWriter(bin_file, copy)
     lines = ['<?xml version="1.0"?>', f"<net name={quoteattr(graph.name)} version=\"11\">"]
     _write_body(graph, lines, writer.place, 1)
     lines.append("</net>")
