@@ -685,6 +685,35 @@ def onnxruntime_max_ir_version() -> int:
     return 3
 
 
+def onnxruntime_outputs_isolated(models: list, feeds: dict) -> list[tuple[Optional[dict], str]]:
+    """Run each model in onnxruntime in one child process (engine/ort_worker.py): per model, (outputs, "") or
+    (None, why). External weights are named by file and offset, not sent: the child maps them once for all
+    models, and this process holds none of them while onnxruntime runs."""
+    import pickle
+    import subprocess
+    import sys
+
+    job: dict = {"models": [], "feeds": {k: np.asarray(v) for k, v in feeds.items()}}
+    for model in models:
+        proto, weights = _weights_as_inputs(model)
+        proto.ir_version = min(proto.ir_version, onnxruntime_max_ir_version())
+        specs = {}
+        for name, array in weights.items():
+            t = model.graph.initializers[name].const_value
+            native = np.dtype(array.dtype).kind in "fiub" and np.dtype(array.dtype).isnative
+            if isinstance(t, ir.ExternalTensor) and native and array.flags.c_contiguous:
+                specs[name] = (t.path, t.offset or 0, np.dtype(array.dtype).str, tuple(array.shape))
+            else:
+                specs[name] = np.ascontiguousarray(array)
+        job["models"].append((proto.SerializeToString(), specs))
+    worker = Path(__file__).resolve().parent / "engine" / "ort_worker.py"
+    proc = subprocess.run([sys.executable, str(worker)], input=pickle.dumps(job), capture_output=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        return [(None, f"onnxruntime's process failed ({tail[:300]})")] * len(models)
+    return pickle.loads(proc.stdout)
+
+
 class _OrtWithWeights(_WithWeights):
     """An onnxruntime session fed its weights as inputs (no copy into protobuf, works past 2 GB)."""
 

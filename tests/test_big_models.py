@@ -391,3 +391,32 @@ def test_nonfinite_count_is_exact(dtype):
     assert _count_nonfinite(a, chunk=1 << 20) == 3
     big = np.full(1 << 20, np.finfo(dtype).max / 2, dtype)  # x.x overflows, yet every x is finite
     assert _count_nonfinite(big) == 0
+
+
+def test_onnxruntime_runs_big_models_in_a_child_with_the_same_answers(tmp_path, monkeypatch):
+    from rnnconv import convert, verify
+
+    model = io.load(lstm(tmp_path / "m.onnx"))
+    layout1 = io.load(lstm(tmp_path / "l" / "m.onnx", layout=1))
+    feeds = verify.random_inputs(model, 0)
+    here = convert.onnxruntime_outputs(model, feeds)[0]
+    (child, why), (refused, reason) = io.onnxruntime_outputs_isolated([model, layout1], feeds)
+    assert why == "" and child.keys() == here.keys()
+    for k in here:
+        np.testing.assert_array_equal(child[k], here[k])
+    assert refused is None and reason  # onnxruntime refuses layout 1: the reason comes back, nothing crashes
+    calls = []
+    monkeypatch.setattr(convert, "BIG_WEIGHT_BYTES", 0)
+    monkeypatch.setattr(io, "onnxruntime_outputs_isolated", lambda *a: calls.append(a) or [(here, "")] * 2)
+    convert.check_models(model, model, 0, None, None)
+    assert len(calls) == 1  # past BIG_WEIGHT_BYTES of external weights, check_models takes the child
+
+
+def test_onnxruntime_child_failure_is_a_reason_not_a_crash(tmp_path, monkeypatch):
+    import subprocess as sp
+
+    model = io.load(lstm(tmp_path / "m.onnx"))
+    real = sp.run
+    monkeypatch.setattr(sp, "run", lambda cmd, **k: real([sys.executable, "-c", "import os; os.abort()"], **k))
+    ((out, why),) = io.onnxruntime_outputs_isolated([model], {})
+    assert out is None and "onnxruntime's process failed" in why

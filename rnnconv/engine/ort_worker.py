@@ -1,0 +1,49 @@
+"""onnxruntime in a process of its own, for the whole-model checks of big models.
+
+Run by path, not imported: the package's imports (onnx, onnx_ir, click) would cost this process memory it does
+not need. Reads one pickled job on stdin: {"models": [(model bytes, weights)], "feeds": {name: array}}, where
+weights maps a graph input to an array or to (path, offset, dtype, shape) in a data file, memory-mapped here
+once for all models. Writes one pickled list on stdout: per model, (outputs by name, "") or (None, reason).
+The checking process then holds none of the weights while onnxruntime runs, so the peak is the weights once
+plus this small process.
+"""
+
+import pickle
+import sys
+
+import numpy as np
+
+
+def main() -> None:
+    job = pickle.load(sys.stdin.buffer)
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(4)
+    maps: dict = {}
+
+    def array(spec):
+        if isinstance(spec, np.ndarray):
+            return spec
+        if spec not in maps:
+            path, offset, dtype, shape = spec
+            maps[spec] = np.memmap(path, dtype=np.dtype(dtype), mode="r", offset=offset, shape=tuple(shape))
+        return maps[spec]
+
+    answers = []
+    for model, weights in job["models"]:
+        try:
+            options = ort.SessionOptions()
+            options.log_severity_level = 4
+            session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+            names = [o.name for o in session.get_outputs()]
+            values = session.run(None, {**{k: array(v) for k, v in weights.items()}, **job["feeds"]})
+            answers.append(({n: np.asarray(v) for n, v in zip(names, values)}, ""))
+        except Exception as err:  # refused or failed: the caller decides what that means
+            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+            answers.append((None, lines[-1][:300] if lines else type(err).__name__))
+        session = None
+    pickle.dump(answers, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    main()
