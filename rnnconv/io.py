@@ -685,10 +685,15 @@ def onnxruntime_max_ir_version() -> int:
     return 3
 
 
+class RuntimeCrash(Exception):
+    """A runtime's own process ended without an answer (a crash in native code)."""
+
+
 def onnxruntime_outputs_isolated(models: list, feeds: dict) -> list[tuple[Optional[dict], str]]:
     """Run each model in onnxruntime in one child process (engine/ort_worker.py): per model, (outputs, "") or
-    (None, why). External weights are named by file and offset, not sent: the child maps them once for all
-    models, and this process holds none of them while onnxruntime runs."""
+    (None, why onnxruntime refused or failed); RuntimeCrash if the process died. External weights are named by
+    file and offset, not sent: the child maps them once for all models, and this process holds none of them
+    while onnxruntime runs."""
     import pickle
     import subprocess
     import sys
@@ -710,7 +715,7 @@ def onnxruntime_outputs_isolated(models: list, feeds: dict) -> list[tuple[Option
     proc = subprocess.run([sys.executable, str(worker)], input=pickle.dumps(job), capture_output=True)
     if proc.returncode != 0:
         tail = (proc.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        return [(None, f"onnxruntime's process failed ({tail[:300]})")] * len(models)
+        raise RuntimeCrash(f"onnxruntime's process failed ({tail[:300]})")
     return pickle.loads(proc.stdout)
 
 

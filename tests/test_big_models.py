@@ -412,11 +412,17 @@ def test_onnxruntime_runs_big_models_in_a_child_with_the_same_answers(tmp_path, 
     assert len(calls) == 1  # past BIG_WEIGHT_BYTES of external weights, check_models takes the child
 
 
-def test_onnxruntime_child_failure_is_a_reason_not_a_crash(tmp_path, monkeypatch):
+def test_onnxruntime_child_crash_fails_the_check(tmp_path, monkeypatch):
     import subprocess as sp
+
+    from rnnconv import convert
 
     model = io.load(lstm(tmp_path / "m.onnx"))
     real = sp.run
     monkeypatch.setattr(sp, "run", lambda cmd, **k: real([sys.executable, "-c", "import os; os.abort()"], **k))
-    ((out, why),) = io.onnxruntime_outputs_isolated([model], {})
-    assert out is None and "onnxruntime's process failed" in why
+    with pytest.raises(io.RuntimeCrash, match="onnxruntime's process failed"):
+        io.onnxruntime_outputs_isolated([model], {})
+    monkeypatch.setattr(convert, "BIG_WEIGHT_BYTES", 0)
+    checks = convert.check_models(model, model, 0, None, None)
+    assert len(checks) == 2 and checks[1].engines == "onnxruntime" and checks[0].ok
+    assert not checks[1].ok and "onnxruntime's process failed" in checks[1].outputs[0].problem
