@@ -290,11 +290,11 @@ def _count_nonfinite(array: Optional[np.ndarray], chunk: int = 1 << 22) -> int:
         for i in range(0, flat.size, chunk):
             part = flat[i:i + chunk]
             # x.x is finite only when every x is (NaN and Inf propagate; a finite x can overflow it, then count).
-            if part.dtype.kind == "f" and part.dtype.itemsize >= 4 and np.isfinite(np.dot(part, part)):
-                release_pages(part)
-                continue
-            bad += int(np.count_nonzero(~np.isfinite(part)))
-            release_pages(flat[i:i + chunk])  # a memory-mapped weight does not stay resident once scanned
+            with np.errstate(over="ignore", invalid="ignore"):
+                finite = part.dtype.kind == "f" and part.dtype.itemsize >= 4 and np.isfinite(np.dot(part, part))
+            if not finite:
+                bad += int(np.count_nonzero(~np.isfinite(part)))
+            release_pages(part)  # a memory-mapped weight does not stay resident once scanned
     except TypeError:  # a float type numpy cannot test (exotic 8-bit floats): nothing to report
         return 0
     return bad
