@@ -7,6 +7,7 @@ when it runs both. Any mismatch raises VerificationFailed and nothing is written
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from pathlib import Path
@@ -46,21 +47,22 @@ def interface(model: ir.Model) -> list[tuple]:
     return [("input", *s) for s in inputs] + [("output", *sig(v)) for v in graph.outputs]
 
 
-def load_pair(source, *, original: bool = True) -> tuple[ir.Model, Optional[ir.Model]]:
-    """Two independent copies: one to rewrite, one to verify against (external data stays memory-mapped).
+def load(source) -> ir.Model:
+    """The model to rewrite (external data stays memory-mapped)."""
+    return source if isinstance(source, ir.Model) else io.load(source)
 
-    Without `original` (no whole-model check) the model is read once and the second is None.
-    """
-    if isinstance(source, ir.Model):
-        model, copy = source, (ir.serde.deserialize_model(io.to_proto(source)) if original else None)
-    else:
-        model, copy = io.load(source), (io.load(source, check=False) if original else None)
-    if copy is not None:
+
+def prepare(model: ir.Model, source, *, original: bool = True) -> Optional[ir.Model]:
+    """Check the loaded model's recurrent nodes and infer shapes; returns an independent copy to verify against
+    (sharing the memory maps), or None without `original` (no whole-model check)."""
+    copy = None
+    if original:
+        copy = (ir.serde.deserialize_model(io.to_proto(source)) if isinstance(source, ir.Model)
+                else io.load(source, check=False))
         _share_external(copy, model)
-    original = copy
     onnx_recurrent.find(model, io.source_name(source))  # bad recurrent nodes: BadInput naming the file
     infer_shapes(model)
-    return model, original
+    return copy
 
 
 def _share_external(copy: ir.Model, model: ir.Model) -> None:
@@ -275,48 +277,53 @@ def rewrite_model(source, output, *, command: str, plan: Planner, target_opset: 
         io.guard_output(Path(output), force=force, inputs=_paths(source))
     if verify_mode not in VERIFY_MODES:
         raise UsageError(f"--verify {verify_mode}: expected one of {', '.join(VERIFY_MODES)}")
-    model, original = load_pair(source, original=verify_mode == "full")
-    interface_before = interface(model)
-    report = verify.Report(command, verified=verify_mode)
-    opsets_before = dict(model.opset_imports)
-    opsets_after = dict(opsets_before)
-    if target_opset is not None:
-        opsets_after[""] = target_opset
-        opsets_after.pop("ai.onnx", None)
-    names = rw.Names(model.graph)
-    rewrites = plan(model, names)
-    total = (len(rewrites) if verify_mode != "none" else 0) + (verify_mode == "full") + (output is not None)
-    for i, r in enumerate(rewrites):
-        if verify_mode != "none":
-            tick(i, total, f"node {r.original.name}")
-            report.checks.append(check_node(model, r, opsets_before, opsets_after, seed + i, atol, rtol))
-        report.rewrites.append({"node": r.original.name, "op": r.original.op, "what": "; ".join(r.what)})
-    for r in rewrites:
-        rw.apply(model.graph, r)
-    transpose_fold.FoldTransposes(scope=[n for r in rewrites for n in r.nodes])(model)
-    if graph_pass is not None:
-        graph_pass(model)
-    if target_opset is not None:
-        model.opset_imports.pop("ai.onnx", None)
-        model.opset_imports[""] = target_opset
-        model.ir_version = max(model.ir_version, io.min_ir_version(target_opset))
-    if interface(model) != interface_before:
-        raise VerificationFailed(f"{command}: the model's interface changed (a bug in rnnconv)", report)
-    try:
-        io.check_full(model)
-    except RnnconvError as err:
-        raise VerificationFailed(f"{command}: the converted model fails onnx.checker: {err}", report) from err
-    if verify_mode == "full":
-        tick(total - 1 - (output is not None), total, "whole model")
-        report.checks.extend(check_models(original, model, seed, atol, rtol))
-    if not report.ok:
-        raise VerificationFailed(f"{command}: {report.verdict()}; nothing written", report)
-    if output is not None:
-        tick(total - 1, total, "writing")
-        io.save(model, output, force=force, inputs=_paths(source), external_data=external_data)
-        report.output = str(output)
-    tick(total, total, "done")
-    return Result(model, report)
+    model = load(source)
+    # Untouched weights start copying now, beside the rest; save() keeps the copy where its layout agrees.
+    early = io.EarlyCopy(model, output) if output is not None and external_data is not False else None
+    with early or contextlib.nullcontext():
+        original = prepare(model, source, original=verify_mode == "full")
+        interface_before = interface(model)
+        report = verify.Report(command, verified=verify_mode)
+        opsets_before = dict(model.opset_imports)
+        opsets_after = dict(opsets_before)
+        if target_opset is not None:
+            opsets_after[""] = target_opset
+            opsets_after.pop("ai.onnx", None)
+        names = rw.Names(model.graph)
+        rewrites = plan(model, names)
+        total = (len(rewrites) if verify_mode != "none" else 0) + (verify_mode == "full") + (output is not None)
+        for i, r in enumerate(rewrites):
+            if verify_mode != "none":
+                tick(i, total, f"node {r.original.name}")
+                report.checks.append(check_node(model, r, opsets_before, opsets_after, seed + i, atol, rtol))
+            report.rewrites.append({"node": r.original.name, "op": r.original.op, "what": "; ".join(r.what)})
+        for r in rewrites:
+            rw.apply(model.graph, r)
+        transpose_fold.FoldTransposes(scope=[n for r in rewrites for n in r.nodes])(model)
+        if graph_pass is not None:
+            graph_pass(model)
+        if target_opset is not None:
+            model.opset_imports.pop("ai.onnx", None)
+            model.opset_imports[""] = target_opset
+            model.ir_version = max(model.ir_version, io.min_ir_version(target_opset))
+        if interface(model) != interface_before:
+            raise VerificationFailed(f"{command}: the model's interface changed (a bug in rnnconv)", report)
+        try:
+            io.check_full(model)
+        except RnnconvError as err:
+            raise VerificationFailed(f"{command}: the converted model fails onnx.checker: {err}", report) from err
+        if verify_mode == "full":
+            tick(total - 1 - (output is not None), total, "whole model")
+            report.checks.extend(check_models(original, model, seed, atol, rtol))
+        if not report.ok:
+            raise VerificationFailed(f"{command}: {report.verdict()}; nothing written", report)
+        if output is not None:
+            tick(total - 1, total, "writing")
+            io.save(model, output, force=force, inputs=_paths(source), external_data=external_data,
+                    early=early)
+            report.output = str(output)
+        tick(total, total, "done")
+        return Result(model, report)
 
 
 def _paths(source) -> tuple:

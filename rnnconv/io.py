@@ -274,8 +274,10 @@ def _proto_for_check(model: ir.Model) -> "onnx.ModelProto":
 
 
 def save(model: ir.Model, path: str | os.PathLike, *, force: bool = False, inputs: tuple = (),
-         external_data: bool | None = None) -> Path:
+         external_data: bool | None = None, early: Optional["EarlyCopy"] = None) -> Path:
     """Write atomically: a temporary folder beside the target, then a rename; on any failure nothing is left.
+
+    `early`: the weights' copy started before the model was final (EarlyCopy), used where its layout agrees.
 
     Never writes over any of `inputs` or the files the model's external data is read from (compared by
     resolved path and inode), refuses an existing output unless `force`. External data (`<name>.data` beside
@@ -302,7 +304,7 @@ def save(model: ir.Model, path: str | os.PathLike, *, force: bool = False, input
     try:
         tmp_model = tmpdir / out.name
         if external_data:
-            _save_streaming(model, tmp_model, tmpdir / data_name, data_name, folder)
+            _save_streaming(model, tmp_model, tmpdir / data_name, data_name, folder, early)
         else:
             ir.save(model, tmp_model)
         if external_data and (tmpdir / data_name).exists():
@@ -341,7 +343,8 @@ ALIGNMENT = 4096  # tensors appended to a data file start on a page, so each one
 _SPAN_GAP = 1 << 20  # unreferenced bytes between two referenced ranges of a source file copied rather than split
 
 
-def _save_streaming(model: ir.Model, model_path: Path, data_path: Path, data_name: str, folder: Path) -> None:
+def _save_streaming(model: ir.Model, model_path: Path, data_path: Path, data_name: str, folder: Path,
+                    early: Optional["EarlyCopy"] = None) -> None:
     """Write `model_path` and its external data `data_path` (referenced as `data_name`) without decoding weights.
 
     External tensors the rewrite left alone are copied file to file by the kernel (copy_file_range), at their
@@ -360,10 +363,11 @@ def _save_streaming(model: ir.Model, model_path: Path, data_path: Path, data_nam
         for attr in _tensor_attributes(model):  # Constant values read from external data: inline, as onnx does
             if isinstance(attr.value, ir.ExternalTensor):
                 swap(attr, "_value", _in_memory(attr.value))
-        external = [v for v in values if isinstance(v.const_value, ir.ExternalTensor)
-                    and v.const_value.nbytes > SMALL_TENSOR_BYTES]
-        with open(data_path, "wb") as dst:
-            placed = _copy_external(external, dst)
+        external = _external_values(model)
+        spans = _copy_plan(external)
+        done = early.take(spans, data_path) if early is not None else []
+        with open(data_path, "r+b" if done else "wb") as dst:
+            placed = _copy_external(spans, dst, done)
             end = max((off + n for off, n in placed.values()), default=0)
             for v in values:
                 t = v.const_value
@@ -401,19 +405,24 @@ def _tensor_attributes(model: ir.Model):
                     yield attr
 
 
-def _copy_external(values: list, dst) -> dict:
-    """Copy the ranges of the source files that `values` reference into `dst`; {value: (offset, length)} there.
+def _external_values(model: ir.Model) -> list:
+    """Initializers read from external data that go to the output's data file (bigger than SMALL_TENSOR_BYTES)."""
+    return [v for g in model.graphs() for v in g.initializers.values()
+            if isinstance(v.const_value, ir.ExternalTensor) and v.const_value.nbytes > SMALL_TENSOR_BYTES]
+
+
+def _copy_plan(values: list) -> list[tuple]:
+    """Spans of the source files that `values` reference, as (path, start, stop, at, [(offset, length, value)]),
+    `at` their place in the output's data file, or None when they follow the previous span page-aligned.
 
     The first source file's ranges keep their offsets (the output references the same bytes where they were)
-    unless that would leave more than _SPAN_GAP bytes of holes; other files follow, page-aligned. Neighbouring
-    ranges are copied as one span.
+    unless that would leave more than _SPAN_GAP bytes of holes; other files follow. Neighbouring ranges are
+    copied as one span.
     """
     by_file: dict[str, list] = {}
     for v in values:
-        t = v.const_value
-        by_file.setdefault(os.path.realpath(t.path), []).append(v)
-    placed: dict = {}
-    end = 0
+        by_file.setdefault(os.path.realpath(v.const_value.path), []).append(v)
+    plan = []
     for i, (path, vs) in enumerate(by_file.items()):
         ranges = sorted(((v.const_value.offset or 0, v.const_value.length or v.const_value.nbytes, v) for v in vs),
                         key=lambda r: r[0])
@@ -426,14 +435,100 @@ def _copy_external(values: list, dst) -> dict:
                 spans.append([off, off + n, [(off, n, v)]])
         holes = spans[0][0] + sum(b[0] - a[1] for a, b in zip(spans, spans[1:]))
         in_place = i == 0 and holes <= _SPAN_GAP
-        with open(path, "rb") as src:
-            for start, stop, members in spans:
-                at = start if in_place else -(-end // ALIGNMENT) * ALIGNMENT
-                _copy_range(src.fileno(), dst.fileno(), start, at, stop - start)
-                for off, n, v in members:
-                    placed[v] = (at + off - start, n)
-                end = max(end, at + stop - start)
+        plan.extend((path, start, stop, start if in_place else None, members) for start, stop, members in spans)
+    return plan
+
+
+def _copy_external(plan: list[tuple], dst, done: list[tuple] = ()) -> dict:
+    """Copy the spans of `plan` (_copy_plan) into `dst`; {value: (offset, length)} there. Spans in `done`
+    (path, start, stop) are already there, at their own offsets."""
+    placed: dict = {}
+    end = 0
+    sources: dict[str, int] = {}
+    try:
+        for path, start, stop, at, members in plan:
+            at = -(-end // ALIGNMENT) * ALIGNMENT if at is None else at
+            copied = at == start and any(p == path and a <= start and stop <= b for p, a, b in done)
+            if not copied:
+                if path not in sources:
+                    sources[path] = os.open(path, os.O_RDONLY)
+                _copy_range(sources[path], dst.fileno(), start, at, stop - start)
+            for off, n, v in members:
+                placed[v] = (at + off - start, n)
+            end = max(end, at + stop - start)
+    finally:
+        for fd in sources.values():
+            os.close(fd)
     return placed
+
+
+class EarlyCopy:
+    """The copy of a model's untouched external weights, started while the rewrite and its checks run.
+
+    The output's data file keeps the first source file's offsets (_copy_plan), so those spans can be copied
+    into a hidden file beside the output, in a thread, before the final model exists: the copy overlaps the
+    rest of the command instead of following it. save() takes the file where its own plan agrees (rewrites
+    leave weights alone) and copies the rest; discard() removes it on any failure.
+    """
+
+    def __init__(self, model: ir.Model, output: str | os.PathLike):
+        import threading
+
+        self.path: Optional[Path] = None
+        self.spans: list[tuple] = []
+        self._error: Optional[BaseException] = None
+        self._thread = None
+        plan = [(path, start, stop) for path, start, stop, at, _ in _copy_plan(_external_values(model))
+                if at is not None]
+        folder = Path(output).parent if str(Path(output).parent) else Path(".")
+        if not plan or not folder.is_dir():
+            return
+        fd, name = tempfile.mkstemp(prefix=f".{Path(output).name}.data.", dir=folder)
+        self.path, self.spans = Path(name), plan
+        self._thread = threading.Thread(target=self._copy, args=(fd,), daemon=True)
+        self._thread.start()
+
+    def _copy(self, fd: int) -> None:
+        try:
+            for path, start, stop in self.spans:
+                src = os.open(path, os.O_RDONLY)
+                try:
+                    _copy_range(src, fd, start, start, stop - start)
+                finally:
+                    os.close(src)
+        except BaseException as err:  # reported by take(): save() then copies everything itself
+            self._error = err
+        finally:
+            os.close(fd)
+
+    def take(self, plan: list[tuple], data_path: Path) -> list[tuple]:
+        """Wait for the copy; move it to `data_path` and return its spans when `plan` keeps the same first file
+        in place, else discard it and return []."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        in_place = {(path, start) for path, start, _, at, _ in plan if at == start}
+        if self.path is None or self._error is not None or not any((p, a) in in_place for p, a, _ in self.spans):
+            self.discard()
+            return []
+        os.replace(self.path, data_path)
+        self.path = None
+        return self.spans
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()
+
+    def discard(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            self.path = None
 
 
 def _copy_range(src: int, dst: int, src_offset: int, dst_offset: int, length: int) -> None:

@@ -426,3 +426,49 @@ def test_onnxruntime_child_crash_fails_the_check(tmp_path, monkeypatch):
     checks = convert.check_models(model, model, 0, None, None)
     assert len(checks) == 2 and checks[1].engines == "onnxruntime" and checks[0].ok
     assert not checks[1].ok and "onnxruntime's process failed" in checks[1].outputs[0].problem
+
+
+def test_early_copy_is_kept_when_weights_are_untouched(tmp_path, monkeypatch):
+    src = lstm(tmp_path / "src" / "m.onnx")
+    taken = []
+    real = io.EarlyCopy.take
+    monkeypatch.setattr(io.EarlyCopy, "take", lambda self, *a: taken.append(real(self, *a)) or taken[-1])
+    out = tmp_path / "out" / "o.onnx"
+    out.parent.mkdir()
+    code, _, stderr = run_cli(["upgrade", str(src), "-o", str(out), "--no-verify"])
+    assert code == 0, stderr
+    assert len(taken) == 1 and taken[0]  # the copy made beside the rewrite became the output's data file
+    assert (out.parent / "o.onnx.data").read_bytes() == (src.parent / "w.data").read_bytes()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["o.onnx", "o.onnx.data"]
+
+
+def test_early_copy_is_dropped_when_the_layout_changes(tmp_path, monkeypatch):
+    # W replaced by a new tensor: R and B would leave a hole of W's size, so the output is laid out anew.
+    src = lstm(tmp_path / "src" / "m.onnx", H=64, I=600)  # W: 1.2 MB, past the 1 MiB of holes kept
+    model = io.load(src)
+    out = tmp_path / "o.onnx"
+    taken = []
+    real = io.EarlyCopy.take
+    monkeypatch.setattr(io.EarlyCopy, "take", lambda self, *a: taken.append(real(self, *a)) or taken[-1])
+    with io.EarlyCopy(model, out) as early:
+        assert early.path is not None and early.path.parent == tmp_path
+        w = model.graph.initializers["W"]
+        w.const_value = ir.tensor(w.const_value.numpy() * 2, name="W")
+        io.save(model, out, early=early)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.onnx", "o.onnx.data", "src"]
+    back = weights(out)
+    np.testing.assert_array_equal(back["W"], weights(src)["W"] * 2)
+    np.testing.assert_array_equal(back["R"], weights(src)["R"])
+    assert taken == [[]]
+
+
+def test_failed_verification_leaves_no_early_copy(tmp_path, monkeypatch):
+    from rnnconv import convert, verify
+
+    src = lstm(tmp_path / "m.onnx")
+    failing = verify.Check("node lstm", "engine", [verify.OutputComparison(
+        "Y", (), 1.0, 1.0, 1.0, 1, 1.0, None, problem="injected")])
+    monkeypatch.setattr(convert, "check_node", lambda *a, **k: failing)
+    code, _, _ = run_cli(["upgrade", str(src), "-o", str(tmp_path / "o.onnx")])
+    assert code == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "w.data"]
