@@ -1,11 +1,12 @@
-"""Engine (float32) against onnxruntime on LSTM and GRU layers: median milliseconds and their ratio.
+"""Engine (float32) against onnxruntime and OpenVINO (f32) on LSTM and GRU layers: median milliseconds, ratios.
 
 Run: python benchmarks/engine.py [--runs N] [--threads N]
 
 Both sides get the same number of threads (default 1: on a shared machine multi-threaded timings are
 mostly noise); numpy reads thread counts when it loads, hence the environment is set first. The engine's
-time is mostly numpy's float32 GEMM: the header names the OpenBLAS kernels in use, which
-OPENBLAS_CORETYPE can change (e.g. SkylakeX on a CPU with AVX-512, where OpenBLAS may pick Haswell).
+time is mostly numpy's float32 GEMM: the header names the OpenBLAS kernels in use. Where the environment
+forces a kernel set (OPENBLAS_CORETYPE, e.g. Haswell on a CPU with AVX-512, which halves GEMM speed), a second
+table follows, measured in a child process with the kernels numpy's OpenBLAS picks for this CPU itself.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def layer(kind, direction, T, N, I, H, rng):
     return X, weights
 
 
-def ort_session(kind, direction, X, weights, H):
+def onnx_model(kind, direction, X, weights, H):
     node = helper.make_node(kind, ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=H, direction=direction)
     graph = helper.make_graph(
         [node], "bench",
@@ -52,7 +53,22 @@ def ort_session(kind, direction, X, weights, H):
         [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("Y", "Y_h")],
         initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def openvino_run(model):
+    """The layer compiled by OpenVINO (its own ONNX import; f32, as many threads, one stream), or None."""
+    try:
+        import openvino as ov
+    except ImportError:
+        return None
+    compiled = ov.Core().compile_model(ov.convert_model(model), "CPU", {
+        "INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": THREADS, "NUM_STREAMS": 1})
+    request = compiled.create_infer_request()
+    return lambda X: request.infer({0: X})
+
+
+def ort_session(model):
     options = ort.SessionOptions()
     options.intra_op_num_threads = THREADS
     options.inter_op_num_threads = 1
@@ -95,26 +111,43 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="threads for numpy's BLAS and onnxruntime")
+    parser.add_argument("--only-this-environment", action="store_true",
+                        help="no second table with numpy's own OpenBLAS kernel choice")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     print(f"threads: {THREADS}, numpy {np.__version__} (OpenBLAS kernels: {blas_core()}),"
           f" onnxruntime {ort.__version__}, median of {args.runs} interleaved runs")
-    header = ("op", "direction", "seq,batch,in,hid", "engine ms", "ort ms", "ratio", "cpu ratio", "max |diff|")
-    print("{:5} {:14} {:18} {:>10} {:>10} {:>7} {:>9} {:>10}".format(*header))
+    print("ratios: engine time / onnxruntime's (wall and CPU) and / OpenVINO's (wall)")
+    header = ("op", "direction", "seq,batch,in,hid", "engine ms", "ort ms", "ov ms", "/ort", "cpu /ort", "/ov",
+              "max |diff|")
+    print("{:5} {:14} {:18} {:>10} {:>8} {:>8} {:>6} {:>8} {:>6} {:>10}".format(*header))
     for shape in SHAPES:
         T, N, I, H = shape
         for kind in ("LSTM", "GRU"):
             for direction in ("forward", "bidirectional"):
                 X, weights = layer(kind, direction, T, N, I, H, rng)
-                session = ort_session(kind, direction, X, weights, H)
+                model = onnx_model(kind, direction, X, weights, H)
                 engine = functools.partial(
                     KERNELS[kind], X, **weights, hidden_size=H, direction=direction, dtype=np.float32
                 )
-                onnxrt = functools.partial(session.run, None, {"X": X})
-                (e_ms, o_ms), (e_cpu, o_cpu) = median_ms([engine, onnxrt], args.runs)
+                onnxrt = functools.partial(ort_session(model).run, None, {"X": X})
+                ov_infer = openvino_run(model)
+                runs = [engine, onnxrt] + ([functools.partial(ov_infer, X)] if ov_infer else [])
+                wall, cpu = median_ms(runs, args.runs)
+                e_ms, o_ms = wall[:2]
+                v_ms = f"{wall[2]:8.1f}" if ov_infer else f"{'-':>8}"
+                v_ratio = f"{e_ms / wall[2]:6.2f}" if ov_infer else f"{'-':>6}"
                 diff = float(np.abs(engine()[0] - onnxrt()[0]).max())
-                print(f"{kind:5} {direction:14} {','.join(map(str, shape)):18} {e_ms:10.1f} {o_ms:10.1f}"
-                      f" {e_ms / o_ms:7.2f} {e_cpu / o_cpu:9.2f} {diff:10.1e}")
+                print(f"{kind:5} {direction:14} {','.join(map(str, shape)):18} {e_ms:10.1f} {o_ms:8.1f} {v_ms}"
+                      f" {e_ms / o_ms:6.2f} {cpu[0] / cpu[1]:8.2f} {v_ratio} {diff:10.1e}", flush=True)
+    forced = [v for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ]
+    if forced and not args.only_this_environment:
+        import subprocess
+
+        print(f"\nwithout {' and '.join(f'{v}={os.environ[v]}' for v in forced)} (numpy's own kernel choice):",
+              flush=True)
+        env = {k: v for k, v in os.environ.items() if k not in forced}
+        subprocess.run([sys.executable, *sys.argv, "--only-this-environment"], env=env, check=True)
 
 
 if __name__ == "__main__":

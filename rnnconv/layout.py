@@ -71,10 +71,10 @@ def convert_layout(source, output=None, *, to: int, nodes: Optional[Sequence[str
               f"--opset {LAYOUT_SINCE}` first" if opset is None else f"use --opset {LAYOUT_SINCE} or higher"
         raise Unsupported(f"layout 1 needs opset {LAYOUT_SINCE} or higher (GRU/LSTM/RNN-14); the model is at opset "
                           f"{target}: {how}")
-    _selected(model, nodes)  # unknown node names fail before any work
     common = dict(verify=verify, atol=atol, rtol=rtol, seed=seed, progress=progress)
     steps = []  # (result, whether it is an opset step)
     if target > current:  # upgrade first, so the nodes can hold `layout`
+        _selected(model, nodes)  # unknown node names fail before the upgrade (else when the layout step plans)
         steps.append((opset_cmd.convert_opset(source, None, opset=target, command="upgrade", **common), True))
         source = steps[-1][0].model
     created: list = []

@@ -472,3 +472,10 @@ def test_failed_verification_leaves_no_early_copy(tmp_path, monkeypatch):
     code, _, _ = run_cli(["upgrade", str(src), "-o", str(tmp_path / "o.onnx")])
     assert code == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "w.data"]
+
+
+def test_unknown_node_leaves_no_early_copy(tmp_path):
+    src = lstm(tmp_path / "m.onnx")
+    code, _, stderr = run_cli(["layout", str(src), "-o", str(tmp_path / "o.onnx"), "--to", "1", "--node", "nope"])
+    assert code == 2 and "'nope'" in stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "w.data"]

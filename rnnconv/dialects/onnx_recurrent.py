@@ -9,6 +9,7 @@ math is the same as v7 (Ht-1 * Rz^T); we read all versions with the v7 equations
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from typing import Optional
 
@@ -267,15 +268,27 @@ def _check_run_inputs(label, inputs, arrays, layout, num_directions, H, input_si
 
 
 def _nonfinite_once(value: Optional[ir.Value], array: Optional[np.ndarray]) -> int:
-    """_count_nonfinite, once per weight: commands read a model's recurrent nodes more than once, and a scan of a
-    big model's weights costs about 0.1 s per GB."""
+    """_count_nonfinite, once per weight: commands read a model's recurrent nodes more than once (and some load
+    the model twice), and a scan of a big model's weights costs about 0.1 s per GB."""
     tensor = None if value is None else value.const_value
     if tensor is None or array is None:
         return _count_nonfinite(array)
+    if isinstance(tensor, ir.ExternalTensor):
+        try:  # the same bytes of the same unchanged file, read through any load of the model
+            st = os.stat(tensor.path)
+        except OSError:
+            return _count_nonfinite(array)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, tensor.offset, tensor.length, str(array.dtype))
+        if key not in _SCANNED_FILES:
+            _SCANNED_FILES[key] = _count_nonfinite(array)
+        return _SCANNED_FILES[key]
     key = "rnnconv.nonfinite"  # kept on the tensor: a model built around the same tensors is not scanned again
     if key not in tensor.meta:
         tensor.meta[key] = _count_nonfinite(array)
     return tensor.meta[key]
+
+
+_SCANNED_FILES: dict[tuple, int] = {}
 
 
 def _count_nonfinite(array: Optional[np.ndarray], chunk: int = 1 << 22) -> int:
