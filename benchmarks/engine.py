@@ -62,7 +62,14 @@ def openvino_run(model):
         import openvino as ov
     except ImportError:
         return None
-    compiled = ov.Core().compile_model(ov.convert_model(model), "CPU", {
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "m.onnx")
+        with open(path, "wb") as f:
+            f.write(model.SerializeToString())
+        converted = ov.convert_model(path)
+    compiled = ov.Core().compile_model(converted, "CPU", {
         "INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": THREADS, "NUM_STREAMS": 1})
     request = compiled.create_infer_request()
     return lambda X: request.infer({0: X})
