@@ -62,6 +62,12 @@ def to_openvino(model_or_path, out_xml=None, *, fp16: bool = False, verify=True,
             for rn in conversion.recurrent:
                 report.checks.append(_check_node(model, rn, fp16, seed, *tol))
             if mode == "full":
+                if runtime is None:
+                    runtime = _have_openvino()
+                too_big = _runtime_would_not_fit(conversion.graph) if runtime else None
+                if too_big:
+                    report.skipped.append(too_big)
+                    runtime = False
                 report.checks.extend(_check_model(model, conversion.graph, tmp_xml, seed, *tol, runtime=runtime,
                                                   isolate=isolate))
             if not report.ok:
@@ -218,6 +224,42 @@ def _ov_run_isolated(xml_path: Path, feeds: Mapping[str, np.ndarray]) -> dict[st
         for f in (feeds_file, out_file):
             with contextlib.suppress(OSError):
                 f.unlink()
+
+
+# Peak memory of OpenVINO's CPU plugin compiling an IR, per byte of its constants (measured with OpenVINO 2026.4
+# on bidirectional LSTMSequence IRs of 1 and 2.5 GB, rnnconv's and OpenVINO's own alike: 4.1x), with a margin.
+RUNTIME_COMPILE_FACTOR = 4.5
+
+
+def _runtime_would_not_fit(graph: ovir.IRGraph) -> Optional[str]:
+    """Why the whole-model run in the OpenVINO runtime is left out, if this machine lacks the memory to compile
+    the IR (it would be killed, which is no verdict on the IR); None when it fits or memory is unknown."""
+    need = RUNTIME_COMPILE_FACTOR * sum(layer.value.nbytes for layer in _all_layers(graph)
+                                        if layer.type == "Const" and layer.value is not None)
+    available = _available_memory()
+    if available is None or need <= available:
+        return None
+    return (f"whole model [OpenVINO runtime]: compiling this IR needs about {need / 2**30:.1f} GiB "
+            f"({RUNTIME_COMPILE_FACTOR}x its weights), {available / 2**30:.1f} GiB is available; "
+            f"on a machine with more, `rnnconv verify MODEL.onnx OUT.xml --cand-engine openvino` runs it")
+
+
+def _all_layers(graph: ovir.IRGraph):
+    for layer in graph.layers:
+        yield layer
+        if layer.body is not None:
+            yield from _all_layers(layer.body)
+
+
+def _available_memory() -> Optional[int]:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def _have_openvino() -> bool:

@@ -111,6 +111,8 @@ class Report:
     checks: list[Check] = dataclasses.field(default_factory=list)
     verified: str = "full"  # "full", "node" or "none"
     output: Optional[str] = None
+    skipped: list[str] = dataclasses.field(default_factory=list)  # checks not run, each with why
+
 
     @property
     def ok(self) -> bool:
@@ -118,7 +120,7 @@ class Report:
 
     def as_dict(self) -> dict:
         return {"command": self.command, "ok": self.ok, "verified": self.verified, "output": self.output,
-                "rewrites": self.rewrites, "checks": [c.as_dict() for c in self.checks]}
+                "rewrites": self.rewrites, "checks": [c.as_dict() for c in self.checks], "skipped": self.skipped}
 
     def to_json(self) -> str:
         return json.dumps(_finite(self.as_dict()), indent=2, default=_json_default)
@@ -136,6 +138,7 @@ class Report:
                     why = o.problem or (f"{o.n_bad} of {int(np.prod(o.shape)) if o.shape else 1} elements out of "
                                         f"tolerance, worst at {list(o.worst_index or ())}")
                     out.append(f"       output {o.name}: {why}")
+        out.extend(f"  skipped {why}" for why in self.skipped)
         if not self.checks:
             out.append("  verification skipped" if self.verified == "none" else "  nothing to verify")
         return out
@@ -145,7 +148,8 @@ class Report:
             return "written without verification"
         n = len(self.checks)
         bad = [c.subject for c in self.checks if not c.ok]
-        return f"verified: {n} check(s) passed" if not bad else f"verification FAILED: {', '.join(bad)}"
+        skipped = f" ({len(self.skipped)} skipped)" if self.skipped else ""
+        return f"verified: {n} check(s) passed{skipped}" if not bad else f"verification FAILED: {', '.join(bad)}"
 
 
 def _finite(o):

@@ -180,3 +180,21 @@ def test_ir_interpreter_reads_big_weights_where_they_lie(tmp_path, monkeypatch):
     assert joined.keys() == lazy.keys()
     for k in joined:
         np.testing.assert_allclose(joined[k], lazy[k], rtol=1e-6, atol=1e-6)
+
+
+def test_runtime_check_left_out_when_compiling_would_not_fit(tmp_path, monkeypatch):
+    # OpenVINO's compile needs about 4x the IR's weights: without that memory the check is skipped and said so.
+    from rnnconv import to_openvino as tov
+    from tests.test_hostile import run_cli
+
+    src = lstm(tmp_path / "m.onnx", H=16, I=8)
+    monkeypatch.setattr(tov, "_available_memory", lambda: 1000)
+    report = tov.to_openvino(str(src), tmp_path / "o.xml", runtime=True)
+    assert report.ok and len(report.skipped) == 1 and "GiB is available" in report.skipped[0]
+    assert all("OpenVINO runtime" not in c.engines for c in report.checks)
+    assert "(1 skipped)" in report.verdict() and "skipped" in report.as_dict()
+    code, out, err = run_cli(["to-openvino", str(src), "-o", str(tmp_path / "p.xml")])
+    assert code == 0 and "skipped whole model [OpenVINO runtime]" in out + err
+    monkeypatch.setattr(tov, "_available_memory", lambda: 1 << 40)
+    report = tov.to_openvino(str(src), tmp_path / "q.xml", runtime=True)
+    assert not report.skipped and any("OpenVINO runtime" in c.engines for c in report.checks)
