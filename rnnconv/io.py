@@ -483,8 +483,8 @@ class EarlyCopy:
         folder = Path(output).parent if str(Path(output).parent) else Path(".")
         if not plan or not folder.is_dir():
             return
-        fd, name = tempfile.mkstemp(prefix=f".{Path(output).name}.data.", dir=folder)
-        self.path, self.spans = Path(name), plan
+        fd, self.path = _create_hidden(folder / f".{Path(output).name}.data")
+        self.spans = plan
         self._thread = threading.Thread(target=self._copy, args=(fd,), daemon=True)
         self._thread.start()
 
@@ -529,6 +529,19 @@ class EarlyCopy:
             with contextlib.suppress(OSError):
                 self.path.unlink()
             self.path = None
+
+
+def _create_hidden(stem: Path) -> tuple[int, Path]:
+    """A new file `stem.XXXXXXXX`, opened for writing; unlike mkstemp's 0600, its mode follows the umask as the
+    output's other files do (it becomes the output's data file)."""
+    import secrets
+
+    while True:
+        path = stem.with_name(f"{stem.name}.{secrets.token_hex(4)}")
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), path
+        except FileExistsError:
+            continue
 
 
 def _copy_range(src: int, dst: int, src_offset: int, dst_offset: int, length: int) -> None:

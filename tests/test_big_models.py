@@ -440,6 +440,9 @@ def test_early_copy_is_kept_when_weights_are_untouched(tmp_path, monkeypatch):
     assert len(taken) == 1 and taken[0]  # the copy made beside the rewrite became the output's data file
     assert (out.parent / "o.onnx.data").read_bytes() == (src.parent / "w.data").read_bytes()
     assert sorted(p.name for p in out.parent.iterdir()) == ["o.onnx", "o.onnx.data"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (out.parent / "o.onnx.data").stat().st_mode & 0o777 == 0o666 & ~umask  # as any new file, not 0600
 
 
 def test_early_copy_is_dropped_when_the_layout_changes(tmp_path, monkeypatch):
