@@ -337,6 +337,30 @@ def test_tensor_iterator_one_cell(tmp_path, kind, kw):
     assert_close(ov_run(xml, feeds), ort_run(model, feeds), OUTPUTS[kind], 1e-5)
 
 
+@pytest.mark.parametrize("kind,kw", [("LSTM", {}), ("GRU", dict(lbr=True, clip=1.0)), ("RNN", dict(reverse=True))])
+def test_verify_runs_tensor_iterator_without_from_openvino(tmp_path, kind, kw):
+    """`rnnconv verify` runs a TensorIterator of cells in rnnconv's IR interpreter (against the OpenVINO runtime)
+    in a fresh process that never imports the IR -> ONNX conversion."""
+    import subprocess
+    import sys
+
+    xml = tmp_path / "ti.xml"
+    ov.save_model(ti_model(kind, **kw), str(xml))
+    code = ("import sys\n"
+            "from rnnconv.cli import main\n"
+            "try:\n"
+            "    main(sys.argv[1:])\n"
+            "finally:\n"
+            "    print(sorted({'rnnconv.from_openvino', 'rnnconv.dialects.openvino.to_onnx'} & set(sys.modules)),\n"
+            "          file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code, "verify", str(xml), str(xml), "--ref-engine", "openvino",
+                           "--cand-engine", "rnnconv", "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[-1:] == ["[]"], proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ok"] and [c["engines"] for c in report["checks"]] == ["candidate[rnnconv] vs reference[openvino]"]
+
+
 def test_tensor_iterator_with_more_than_a_cell_is_refused(tmp_path):
     from rnnconv.errors import Unsupported
 
@@ -436,7 +460,7 @@ def test_prelu_slope_that_may_be_per_channel_is_refused(tmp_path):
 
 
 def test_mismatch_writes_nothing(tmp_path, monkeypatch):
-    from rnnconv import from_openvino as module
+    from rnnconv.dialects.openvino import to_onnx as module
     from rnnconv.errors import VerificationFailed
 
     xml = save_ir(source_model("GRU"), tmp_path)

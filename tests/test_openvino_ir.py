@@ -96,6 +96,21 @@ def test_interpreter_runs_ir_written_by_openvino(tmp_path):
         np.testing.assert_allclose(got[name], want, atol=2e-3, rtol=2e-3)  # fp16-compressed weights
 
 
+def test_cell_kernels_register_with_the_interpreter():
+    """LSTMCell / GRUCell / RNNCell (TensorIterator bodies) are kernels from the import of the interpreter on,
+    in a fresh process that imports nothing else of rnnconv's."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from rnnconv.engine.ir_graph import KERNELS\n"
+            "print(sorted({'LSTMCell', 'GRUCell', 'RNNCell'} - set(KERNELS)))\n"
+            "print(sorted({'rnnconv.from_openvino', 'rnnconv.dialects.openvino.to_onnx'} & set(sys.modules)))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["[]", "[]"]
+
+
 def test_xml_with_doctype_or_entities_is_refused(tmp_path):
     bomb = (b'<?xml version="1.0"?><!DOCTYPE net [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;">]>'
             b'<net name="&b;" version="11"><layers/><edges/></net>')

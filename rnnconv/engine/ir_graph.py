@@ -447,6 +447,29 @@ def _sequence(layer, a, fdt):
     return out
 
 
+@kernel("LSTMCell", "GRUCell", "RNNCell")
+def _cell(layer, a, fdt):
+    """LSTMCell-1/4, GRUCell-3, RNNCell-0 (OpenVINO spec pages of the same names): one step.
+
+    Inputs X [N,I], H [N,H] (, C [N,H]), W [G*H,I], R [G*H,H], B [G*H] (GRU linear_before_reset: [4H]); outputs
+    Ho [N,H] (, Co [N,H]).
+    """
+    from rnnconv.engine.recurrence import run_direction
+
+    kind = layer.type[: -len("Cell")]
+    n_state = 2 if kind == "LSTM" else 1
+    X, states, (W, R, B) = a[0], a[1:1 + n_state], a[1 + n_state:4 + n_state]
+    lbr = _flag(layer, "linear_before_reset")
+    n = len(_SPEC_ORDER[kind])
+    Wd, Rd, Wb, Rb = _split_spec(kind, np.split(np.asarray(W), n), np.split(np.asarray(R), n), np.asarray(B), lbr)
+    clip = float(layer.attrs.get("clip", "0") or 0)
+    acts = ov_gates.activations_from_attrs(kind, layer.attrs)
+    _, Yh, Yc = run_direction(kind, X[None], Wd, Rd, Wb, Rb, {}, acts, clip=clip if clip > 0 else None,
+                              linear_before_reset=lbr, sequence_lens=None, initial_h=states[0],
+                              initial_c=states[1] if kind == "LSTM" else None, dtype=fdt)
+    return [Yh.astype(fdt)] + ([Yc.astype(fdt)] if kind == "LSTM" else [])
+
+
 @kernel("TensorIterator")
 def _tensor_iterator(layer, args, fdt):
     """TensorIterator-1: inputs with `axis` are sliced per iteration (stride -1 walks backwards), inputs with a

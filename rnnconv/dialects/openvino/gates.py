@@ -18,6 +18,8 @@ from rnnconv.layer import Cell, Layer
 
 ORDER = {"LSTM": ("f", "i", "c", "o"), "GRU": ("z", "r", "h"), "RNN": ("i",)}
 SEQUENCE_OP = {"LSTM": "LSTMSequence", "GRU": "GRUSequence", "RNN": "RNNSequence"}
+SEQUENCES = {"GRUSequence": "GRU", "LSTMSequence": "LSTM", "RNNSequence": "RNN"}  # IR type -> kind
+CELLS = {"GRUCell": "GRU", "LSTMCell": "LSTM", "RNNCell": "RNN"}  # one step, in TensorIterator bodies
 VERSION = "opset5"
 ACTIVATIONS = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh"}
 DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh"), "RNN": ("tanh",)}

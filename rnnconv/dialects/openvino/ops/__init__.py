@@ -5,7 +5,7 @@ IR type. `REVERSE`: IR type -> the function turning such a layer back into ONNX 
 family module (`elementwise`, `matrix`, `movement`, `generation`) defines an op's two directions next to each
 other, and each mapping's docstring cites both spec pages: ONNX Operators.md (onnx.ai/onnx/operators/
 onnx__<Op>.html) and the OpenVINO operation spec (docs.openvino.ai, Operation Specifications, <Op>-<version>).
-GRU/LSTM/RNN are not here: see rnnconv.dialects.openvino.convert and rnnconv.from_openvino.
+GRU/LSTM/RNN are not here: see rnnconv.dialects.openvino.convert and rnnconv.dialects.openvino.to_onnx.
 """
 
 from __future__ import annotations
