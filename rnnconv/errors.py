@@ -1,6 +1,12 @@
-"""One error vocabulary for the whole tool: each failure type carries the CLI exit code it maps to."""
+"""One error vocabulary for the whole tool: each failure type carries the exit code the CLI ends with.
+
+Library errors speak of the model (node names, ops, versions). What would fix an error is carried apart, as the
+API parameters to set (`fixes`, e.g. "opset=14"): the API prints them as such, the CLI as its flags (--opset 14).
+"""
 
 from __future__ import annotations
+
+from typing import Iterable
 
 EXIT_OK = 0
 EXIT_VERIFY = 1
@@ -8,17 +14,48 @@ EXIT_USAGE = 2
 EXIT_UNSUPPORTED = 3
 EXIT_BAD_INPUT = 4
 EXIT_IO = 5
+EXIT_INTERNAL = 70  # sysexits' EX_SOFTWARE
+EXIT_INTERRUPTED = 130  # as a shell reports SIGINT
 
-EXIT_CODES_HELP = (
-    "Exit codes: 0 done, 1 verification failed, 2 usage, 3 unsupported construct, 4 bad input, 5 I/O error "
-    "(unwritable output, full disk, out of memory)."
-)
+EXIT_CODES = {
+    EXIT_OK: "done",
+    EXIT_VERIFY: "verification failed (nothing written)",
+    EXIT_USAGE: "usage error",
+    EXIT_UNSUPPORTED: "unsupported construct",
+    EXIT_BAD_INPUT: "bad input",
+    EXIT_IO: "I/O error (unwritable output, full disk, out of memory)",
+    EXIT_INTERNAL: "internal error (a bug: please report it with --debug)",
+    EXIT_INTERRUPTED: "interrupted",
+}
+
+
+def human_size(nbytes: float) -> str:
+    """A byte count as messages print it (1.5 GiB)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if nbytes < 1024 or unit == "TiB":
+            return f"{nbytes:.3g} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.3g} TiB"
+
+
+def exit_codes_help() -> str:
+    return "Exit codes: " + "; ".join(f"{code} {what}" for code, what in EXIT_CODES.items()) + "."
 
 
 class RnnconvError(Exception):
-    """Base of every error rnnconv raises on purpose; `str(err)` is the one-line message."""
+    """Base of every error rnnconv raises on purpose; `str(err)` is the one-line message.
+
+    `fixes`: API parameters that would make the call work, as "name" or "name=value"."""
 
     exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str = "", *, fixes: Iterable[str] = ()):
+        super().__init__(message)
+        self.message = message
+        self.fixes = tuple(fixes)
+
+    def __str__(self) -> str:
+        return self.message + (f" (try {', or '.join(self.fixes)})" if self.fixes else "")
 
 
 class VerificationFailed(RnnconvError):
@@ -26,8 +63,8 @@ class VerificationFailed(RnnconvError):
 
     exit_code = EXIT_VERIFY
 
-    def __init__(self, message: str, report=None):
-        super().__init__(message)
+    def __init__(self, message: str, report=None, **kwargs):
+        super().__init__(message, **kwargs)
         self.report = report
 
 
@@ -42,7 +79,7 @@ class Unsupported(RnnconvError):
 
 
 class BadInput(RnnconvError):
-    """The input model (or inputs file) is malformed."""
+    """The input model (or inputs file) is malformed, or the model cannot run on the inputs drawn for it."""
 
     exit_code = EXIT_BAD_INPUT
 

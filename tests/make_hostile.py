@@ -18,6 +18,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from rnnconv.dialects.openvino import reader as ov_reader
+
 T, N, I, H = 5, 2, 3, 4
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 HUGE = 1 << 40  # elements: a tensor no machine allocates; must be refused before allocating
@@ -279,7 +281,7 @@ def onnx_cases(folder: Path) -> list[Case]:
 
 def valid_ir(folder: Path) -> tuple[bytes, bytes]:
     """(xml, bin) of a small LSTM written by rnnconv's own to-openvino (no verification, so no runtime needed)."""
-    from rnnconv.to_openvino import to_openvino
+    from rnnconv.commands.to_openvino import to_openvino
 
     src = _save(recurrent(), folder / "ir_source.onnx")
     out = folder / "ir_source.xml"
@@ -311,7 +313,6 @@ def _external_entity(target: Path) -> bytes:
 
 def _const_layer(xml: bytes, attrs: dict[str, str]) -> bytes:
     """The IR with the <data> attributes of its first f32 Const layer (a weight) replaced by `attrs`."""
-    from rnnconv.dialects.openvino import ir as ovir
 
     text = xml.decode()
     start = 0
@@ -319,7 +320,7 @@ def _const_layer(xml: bytes, attrs: dict[str, str]) -> bytes:
         start = text.index('type="Const"', start + 1)
         data_start = text.index("<data ", start)
         data_end = text.index("/>", data_start)
-        root = ovir.parse_xml(text[data_start:data_end + 2].encode())
+        root = ov_reader.parse_xml(text[data_start:data_end + 2].encode())
         if root.attrib.get("element_type") == "f32":
             break
     merged = {**root.attrib, **attrs}
@@ -389,9 +390,8 @@ def ir_cases(folder: Path) -> list[Case]:
 
 def _cycle(xml: bytes) -> bytes:
     """Add an edge from the last layer's first output port back into the first non-Parameter layer's input."""
-    from rnnconv.dialects.openvino import ir as ovir
 
-    graph = ovir.parse(xml, b"\0" * (1 << 20))
+    graph = ov_reader.parse(xml, b"\0" * (1 << 20))
     consumer = next(lay for lay in graph.layers if lay.type not in ("Parameter", "Const") and lay.inputs)
     producer = next(lay for lay in reversed(graph.layers) if lay.outputs and lay.id != consumer.id
                     and lay.type != "Result")

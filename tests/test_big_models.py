@@ -16,6 +16,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnconv import io
+from rnnconv.engine import onnxruntime_runtime
+from rnnconv.verification import inputs as vinputs
+from rnnconv.verification import results as vresults
 from tests.test_hostile import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -174,17 +177,13 @@ def test_no_verify_is_verify_none(tmp_path):
     assert json.loads(stdout)["verified"] == "none" and json.loads(stdout)["checks"] == []
 
 
-def test_big_layers_are_checked_in_float32():
-    from rnnconv import convert
+def test_big_layers_are_checked_in_float32(monkeypatch):
+    from rnnconv.verification import checks
 
     model = io.load(FIXTURES / "lstm.onnx")
-    assert convert.precision_for(model) == "float64"
-    small = convert.BIG_WEIGHT_BYTES
-    try:
-        convert.BIG_WEIGHT_BYTES = 0
-        assert convert.precision_for(model) == "float32"
-    finally:
-        convert.BIG_WEIGHT_BYTES = small
+    assert checks.precision_for(model) == "float64"
+    monkeypatch.setattr(checks, "BIG_WEIGHT_BYTES", 0)
+    assert checks.precision_for(model) == "float32"
 
 
 # -- batch mode ------------------------------------------------------------------------------------------------
@@ -293,8 +292,7 @@ def test_big_model_streams_in_little_memory(tmp_path):
 def test_big_weights_are_multiplied_where_they_lie(op, lbr, monkeypatch):
     # The engine's three ways to multiply by a layer's gates agree: one view over an ONNX node's gate blocks
     # (no copy), gate by gate where the weights lie (big layers in another gate order), a stacked copy.
-    from rnnconv import engine
-    from rnnconv.engine import recurrence
+    from rnnconv.engine import onnx_graph, recurrence
 
     if lbr and op != "GRU":
         pytest.skip("linear_before_reset is GRU's")
@@ -305,11 +303,11 @@ def test_big_weights_are_multiplied_where_they_lie(op, lbr, monkeypatch):
     attrs = dict(hidden_size=H, direction="bidirectional", dtype=np.float32)
     if op == "GRU":
         attrs["linear_before_reset"] = lbr
-    viewed = engine.KERNELS[op](*args, **attrs)
+    viewed = onnx_graph.KERNELS[op](*args, **attrs)
     monkeypatch.setattr(recurrence, "_adjacent", lambda mats: None)
-    stacked = engine.KERNELS[op](*args, **attrs)
+    stacked = onnx_graph.KERNELS[op](*args, **attrs)
     monkeypatch.setattr(recurrence, "NO_COPY_BYTES", 0)
-    in_place = engine.KERNELS[op](*args, **attrs)
+    in_place = onnx_graph.KERNELS[op](*args, **attrs)
     for a, b, c in zip(viewed, stacked, in_place):
         if a is not None:
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
@@ -394,38 +392,40 @@ def test_nonfinite_count_is_exact(dtype):
 
 
 def test_onnxruntime_runs_big_models_in_a_child_with_the_same_answers(tmp_path, monkeypatch):
-    from rnnconv import convert, verify
+    from rnnconv.verification import checks, engines
+    from rnnconv.verification.model import onnx_model
 
     model = io.load(lstm(tmp_path / "m.onnx"))
     layout1 = io.load(lstm(tmp_path / "l" / "m.onnx", layout=1))
-    feeds = verify.random_inputs(model, 0)
-    here = convert.onnxruntime_outputs(model, feeds)[0]
-    (child, why), (refused, reason) = io.onnxruntime_outputs_isolated([model, layout1], feeds)
+    feeds = vinputs.random_inputs(model, 0)
+    here = onnxruntime_runtime.run(model, feeds)
+    (child, why), (refused, reason) = onnxruntime_runtime.run_isolated([model, layout1], feeds)
     assert why == "" and child.keys() == here.keys()
     for k in here:
         np.testing.assert_array_equal(child[k], here[k])
     assert refused is None and reason  # onnxruntime refuses layout 1: the reason comes back, nothing crashes
     calls = []
-    monkeypatch.setattr(convert, "BIG_WEIGHT_BYTES", 0)
-    monkeypatch.setattr(io, "onnxruntime_outputs_isolated", lambda *a: calls.append(a) or [(here, "")] * 2)
-    convert.check_models(model, model, 0, None, None)
-    assert len(calls) == 1  # past BIG_WEIGHT_BYTES of external weights, check_models takes the child
+    monkeypatch.setattr(engines, "ISOLATE_WEIGHT_BYTES", 0)
+    monkeypatch.setattr(onnxruntime_runtime, "run_isolated", lambda *a: calls.append(a) or [(here, "")])
+    checks.check_models(onnx_model(model), onnx_model(model), checks.CheckOptions())
+    assert len(calls) == 2  # past ISOLATE_WEIGHT_BYTES of external weights, each onnxruntime run takes the child
 
 
 def test_onnxruntime_child_crash_fails_the_check(tmp_path, monkeypatch):
     import subprocess as sp
 
-    from rnnconv import convert
+    from rnnconv.verification import checks, engines
+    from rnnconv.verification.model import onnx_model
 
     model = io.load(lstm(tmp_path / "m.onnx"))
     real = sp.run
     monkeypatch.setattr(sp, "run", lambda cmd, **k: real([sys.executable, "-c", "import os; os.abort()"], **k))
-    with pytest.raises(io.RuntimeCrash, match="onnxruntime's process failed"):
-        io.onnxruntime_outputs_isolated([model], {})
-    monkeypatch.setattr(convert, "BIG_WEIGHT_BYTES", 0)
-    checks = convert.check_models(model, model, 0, None, None)
-    assert len(checks) == 2 and checks[1].engines == "onnxruntime" and checks[0].ok
-    assert not checks[1].ok and "onnxruntime's process failed" in checks[1].outputs[0].problem
+    with pytest.raises(onnxruntime_runtime.Crashed, match="onnxruntime's process failed"):
+        onnxruntime_runtime.run_isolated([model], {})
+    monkeypatch.setattr(engines, "ISOLATE_WEIGHT_BYTES", 0)
+    found = checks.check_models(onnx_model(model), onnx_model(model), checks.CheckOptions())
+    assert len(found) == 2 and found[1].engines == "onnxruntime" and found[0].ok
+    assert not found[1].ok and "onnxruntime's process failed" in found[1].outputs[0].problem
 
 
 def test_early_copy_is_kept_when_weights_are_untouched(tmp_path, monkeypatch):
@@ -466,12 +466,11 @@ def test_early_copy_is_dropped_when_the_layout_changes(tmp_path, monkeypatch):
 
 
 def test_failed_verification_leaves_no_early_copy(tmp_path, monkeypatch):
-    from rnnconv import convert, verify
+    from rnnconv.verification import checks
 
     src = lstm(tmp_path / "m.onnx")
-    failing = verify.Check("node lstm", "engine", [verify.OutputComparison(
-        "Y", (), 1.0, 1.0, 1.0, 1, 1.0, None, problem="injected")])
-    monkeypatch.setattr(convert, "check_node", lambda *a, **k: failing)
+    failing = vresults.Check("node lstm", "engine", [vresults.failed("Y", "injected")])
+    monkeypatch.setattr(checks, "check_nodes", lambda *a, **k: [failing])
     code, _, _ = run_cli(["upgrade", str(src), "-o", str(tmp_path / "o.onnx")])
     assert code == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "w.data"]

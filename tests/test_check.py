@@ -11,9 +11,11 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-from rnnconv import check, io
+from rnnconv import io, runtimes
 from rnnconv.cli import cli
-from rnnconv.engine.graph import run_onnx
+from rnnconv.commands import check
+from rnnconv.commands import verify as verify_cmd
+from rnnconv.engine.onnx_graph import run_onnx
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -96,11 +98,11 @@ def test_each_finding_is_what_the_target_does(name, target, words, effect):
     assert all(f.fix for f in found)
     path, feeds = load(name)
     if effect == "raises":
-        assert any(f.effect == check.REFUSES for f in found if words in f.problem)
+        assert any(f.effect == runtimes.REFUSES for f in found if words in f.problem)
         with pytest.raises(Exception):
             RUNNERS[target](path, feeds)
         return
-    assert all(f.effect == check.WRONG for f in found if words in f.problem)
+    assert all(f.effect == runtimes.WRONG for f in found if words in f.problem)
     got = RUNNERS[target](path, feeds)
     want = spec_outputs(path, feeds)
     shapes_differ = [np.shape(g) for g in got] != [np.shape(w) for w in want]
@@ -168,9 +170,8 @@ def test_the_suggested_fix_removes_the_finding(name, tmp_path, monkeypatch):
     assert r.exception is None, r.output
     out = tmp_path / args[args.index("-o") + 1]
     assert check.findings(str(out), ["onnxruntime"]) == []
-    from rnnconv import verify
 
-    report = verify.verify(str(FIXTURES / f"{name}.onnx"), str(out), candidate_engine="onnxruntime")
+    report = verify_cmd.verify(str(FIXTURES / f"{name}.onnx"), str(out), candidate_engine="onnxruntime")
     assert report.ok, report.lines()
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from rnnconv.engine import KERNELS
+from rnnconv.engine.onnx_graph import KERNELS
 
 EXPECTED_CASES = 18
 PREFIXES = ("test_gru_", "test_lstm_", "test_rnn_", "test_simple_rnn_")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from rnnconv.activations import PARAMS, Activation, resolve, to_attributes
-from rnnconv.engine import KERNELS
+from rnnconv.engine.onnx_graph import KERNELS
 from rnnconv.errors import BadInput
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}

@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnconv.from_openvino import from_openvino
+from rnnconv.commands.from_openvino import from_openvino
 
 ov = pytest.importorskip("openvino")
 ort = pytest.importorskip("onnxruntime")
@@ -167,7 +167,7 @@ def test_weights_computed_at_run_time(tmp_path, kind, lbr):
 
 
 def test_layout_1(tmp_path):
-    from rnnconv.engine.graph import run_onnx
+    from rnnconv.engine.onnx_graph import run_onnx
     from rnnconv.io import load
 
     src = source_model("LSTM", direction="bidirectional", dynamic=True, clip=2.0)
@@ -201,9 +201,9 @@ ROUND = [("GRU", dict(direction="bidirectional", lbr=1, clip=3.0)),
 
 @pytest.mark.parametrize("kind,kw", ROUND, ids=[f"{k}-{i}" for i, (k, _) in enumerate(ROUND)])
 def test_round_trip_through_to_openvino(tmp_path, kind, kw):
-    from rnnconv.engine.graph import run_onnx
+    from rnnconv.commands.to_openvino import to_openvino
+    from rnnconv.engine.onnx_graph import run_onnx
     from rnnconv.io import load
-    from rnnconv.to_openvino import to_openvino
 
     src = source_model(kind, **kw)
     onnx.save(src, tmp_path / "src.onnx")
@@ -351,7 +351,7 @@ def test_verify_runs_tensor_iterator_without_from_openvino(tmp_path, kind, kw):
             "try:\n"
             "    main(sys.argv[1:])\n"
             "finally:\n"
-            "    print(sorted({'rnnconv.from_openvino', 'rnnconv.dialects.openvino.to_onnx'} & set(sys.modules)),\n"
+            "    print(sorted({'rnnconv.commands.from_openvino', 'rnnconv.dialects.openvino.to_onnx'} & set(sys.modules)),\n"
             "          file=sys.stderr)\n")
     proc = subprocess.run([sys.executable, "-c", code, "verify", str(xml), str(xml), "--ref-engine", "openvino",
                            "--cand-engine", "rnnconv", "--json"], capture_output=True, text=True, timeout=300)
@@ -439,7 +439,7 @@ def test_op_layers_map_back(tmp_path, name):
     xml = _layer_ir(tmp_path, build, x_shape)
     result = from_openvino(xml, tmp_path / "op.onnx", opset=17)
     assert result.report.ok
-    assert {c.engines for c in result.report.checks} == {"IR interpreter vs ONNX engine (float64)",
+    assert {c.engines for c in result.report.checks} == {"IR interpreter vs engine",
                                                          "OpenVINO runtime (CPU, f32) vs onnxruntime"}
     model = onnx.load(str(tmp_path / "op.onnx"))
     onnx.checker.check_model(model, full_check=True)

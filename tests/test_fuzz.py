@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from onnx import TensorProto
 
 from rnnconv import io
-from rnnconv.dialects.openvino import ir as ovir
+from rnnconv.commands.inspect import inspect
+from rnnconv.commands.upgrade import upgrade
+from rnnconv.dialects.openvino import reader as ov_reader
 from rnnconv.errors import RnnconvError
-from rnnconv.inspection import inspect
-from rnnconv.opset import upgrade
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SCALE = float(os.environ.get("RNNCONV_FUZZ_SCALE", "1"))
@@ -292,7 +292,7 @@ def test_fuzz_onnx_graphs(tmp_path, capsys):
 # -- OpenVINO IR ----------------------------------------------------------------------------------------------
 
 def _valid_irs(folder: Path) -> dict[str, tuple[bytes, bytes]]:
-    from rnnconv.to_openvino import to_openvino
+    from rnnconv.commands.to_openvino import to_openvino
 
     out = {}
     for name in ("lstm7_bidirectional_peepholes_input_forget_seq_lens_initial_states", "gru7_bidirectional",
@@ -347,7 +347,7 @@ def mutate_ir(xml: bytes, weights: bytes, mutations) -> tuple[bytes, bytes]:
 
 
 def read_ir(xml: bytes, weights: bytes):
-    graph = ovir.parse(xml, weights, where="fuzz.xml")
+    graph = ov_reader.parse(xml, weights, where="fuzz.xml")
     graph.topological()
     graph.output_names()
     return graph

@@ -17,8 +17,15 @@ import pytest
 
 from rnnconv import errors
 from rnnconv.cli import EXIT_INTERNAL, main
-from rnnconv.dialects.openvino import ir as ovir
-from rnnconv.errors import BadInput, IOFailure, RnnconvError, Unsupported, UsageError, VerificationFailed
+from rnnconv.dialects.openvino import reader as ov_reader
+from rnnconv.errors import (
+    BadInput,
+    IOFailure,
+    RnnconvError,
+    Unsupported,
+    UsageError,
+    VerificationFailed,
+)
 from tests import make_hostile
 
 # The corpus is made once, at collection, so every (case, command) pair is its own test.
@@ -127,21 +134,21 @@ def test_ir_reader_refuses_entities_without_expanding_or_reading(tmp_path):
     secret.write_text("TOP SECRET\n")
     for data in (make_hostile.BILLION_LAUGHS, make_hostile._external_entity(secret)):
         with pytest.raises(BadInput, match="must not contain a DOCTYPE") as info:
-            ovir.parse(data, b"")
+            ov_reader.parse(data, b"")
         assert "TOP SECRET" not in str(info.value) and "lollol" not in str(info.value)
 
 
 def test_ir_reader_refuses_parameter_entities(tmp_path):
     xml = b'<?xml version="1.0"?><!DOCTYPE net [<!ENTITY % p SYSTEM "http://example.invalid/x.dtd"> %p;]><net/>'
     with pytest.raises(BadInput, match="DOCTYPE"):
-        ovir.parse(xml, b"")
+        ov_reader.parse(xml, b"")
 
 
 def test_ir_reader_refuses_a_const_larger_than_its_bin_before_allocating(tmp_path):
     xml, weights = make_hostile.valid_ir(tmp_path)
     huge = make_hostile._const_layer(xml, {"shape": f"{1 << 20}, {1 << 20}", "size": str((1 << 40) * 4)})
     with pytest.raises(BadInput, match=r"lie outside the \.bin"):
-        ovir.parse(huge, weights)
+        ov_reader.parse(huge, weights)
 
 
 @pytest.mark.parametrize("shape", ["4294967296, 4294967296, 16", "18446744073709551616"])
@@ -149,7 +156,7 @@ def test_ir_reader_const_shape_overflow_is_bad_input(shape, tmp_path):
     xml, weights = make_hostile.valid_ir(tmp_path)
     overflow = make_hostile._const_layer(xml, {"shape": shape, "size": "0"})
     with pytest.raises(BadInput):
-        ovir.parse(overflow, weights)
+        ov_reader.parse(overflow, weights)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
@@ -173,7 +180,7 @@ def test_ir_bin_that_is_not_a_regular_file_is_refused_unread(kind, tmp_path):
     else:
         pytest.skip("no /dev/zero")
     with pytest.raises(BadInput, match=r"m\.bin: not a regular file"):
-        ovir.read(tmp_path / "m.xml")
+        ov_reader.read(tmp_path / "m.xml")
 
 
 # -- the Python API: typed errors --------------------------------------------------------------------------
@@ -213,11 +220,11 @@ def test_exit_codes_are_the_documented_ones():
     assert (VerificationFailed.exit_code, UsageError.exit_code, Unsupported.exit_code, BadInput.exit_code,
             IOFailure.exit_code) == (1, 2, 3, 4, 5)
     assert issubclass(IOFailure, RnnconvError) and EXIT_INTERNAL == 70
-    assert "4 bad input" in errors.EXIT_CODES_HELP
+    assert "4 bad input" in errors.exit_codes_help() and "70 internal error" in errors.exit_codes_help()
 
 
 def test_internal_errors_are_one_line_and_debug_shows_the_traceback(monkeypatch, tmp_path):
-    import rnnconv.inspection
+    import rnnconv.commands.inspect
 
     model = tmp_path / "m.onnx"
     model.write_bytes(make_hostile.recurrent().SerializeToString())
@@ -225,16 +232,16 @@ def test_internal_errors_are_one_line_and_debug_shows_the_traceback(monkeypatch,
     def boom(*_a, **_k):
         raise KeyError("a bug\nwith two lines")
 
-    monkeypatch.setattr(rnnconv.inspection, "inspect", boom)
+    monkeypatch.setattr(rnnconv.commands.inspect, "inspect", boom)
     code, _, stderr = run_cli(["inspect", str(model)])
     assert code == 70 and len(stderr.strip().splitlines()) == 1
     assert stderr.startswith("rnnconv: internal error: KeyError") and "--debug" in stderr
-    with pytest.raises(KeyError):
-        run_cli(["--debug", "inspect", str(model)])
+    code, _, stderr = run_cli(["--debug", "inspect", str(model)])
+    assert code == 70 and "Traceback (most recent call last)" in stderr and "KeyError" in stderr
 
 
 def test_out_of_memory_is_exit_5_not_a_bug(monkeypatch, tmp_path):
-    import rnnconv.inspection
+    import rnnconv.commands.inspect
 
     model = tmp_path / "m.onnx"
     model.write_bytes(make_hostile.recurrent().SerializeToString())
@@ -242,7 +249,7 @@ def test_out_of_memory_is_exit_5_not_a_bug(monkeypatch, tmp_path):
     def hungry(*_a, **_k):
         return np.empty(1 << 40, dtype=np.float64)  # 8 TiB: refused at once
 
-    monkeypatch.setattr(rnnconv.inspection, "inspect", hungry)
+    monkeypatch.setattr(rnnconv.commands.inspect, "inspect", hungry)
     code, _, stderr = run_cli(["inspect", str(model)])
     assert code == 5 and stderr.startswith("rnnconv: error: out of memory (Unable to allocate")
 

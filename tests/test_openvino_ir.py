@@ -7,8 +7,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnconv.dialects.openvino import ir as ovir
-from rnnconv.dialects.openvino.convert import convert
+from rnnconv.commands.to_openvino import translate
+from rnnconv.dialects.openvino import graph as ovir
+from rnnconv.dialects.openvino import reader as ov_reader
+from rnnconv.dialects.openvino import writer as ov_writer
 from rnnconv.engine.ir_graph import run_ir
 from rnnconv.errors import BadInput
 from rnnconv.io import load
@@ -51,10 +53,10 @@ def test_sequence_layer_structure_equals_openvino_save_model(tmp_path, kind, dir
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     ov.save_model(ov.convert_model(str(path)), str(tmp_path / "theirs.xml"), compress_to_fp16=False)
-    theirs = _sequence_layer(ovir.read(tmp_path / "theirs.xml"))
-    ours_graph = convert(load(model)).graph
-    ovir.write(ours_graph, tmp_path / "ours.xml")
-    ours = _sequence_layer(ovir.read(tmp_path / "ours.xml"))
+    theirs = _sequence_layer(ov_reader.read(tmp_path / "theirs.xml"))
+    ours_graph = translate(load(model)).graph
+    ov_writer.write(ours_graph, tmp_path / "ours.xml")
+    ours = _sequence_layer(ov_reader.read(tmp_path / "ours.xml"))
     assert (ours.type, ours.version) == (theirs.type, theirs.version) == (SEQUENCE[kind], "opset5")
     assert ours.attrs == theirs.attrs
     assert [(p.id, p.element_type, p.dims) for p in ours.inputs] == [(p.id, p.element_type, p.dims)
@@ -68,17 +70,17 @@ def test_sequence_layer_structure_equals_openvino_save_model(tmp_path, kind, dir
         first_w = 4 if kind == "LSTM" else 3
         return [by_id[prod[(layer.id, p)][0]].value for p in range(first_w, first_w + 3)]
 
-    g_theirs = ovir.read(tmp_path / "theirs.xml")
-    g_ours = ovir.read(tmp_path / "ours.xml")
+    g_theirs = ov_reader.read(tmp_path / "theirs.xml")
+    g_ours = ov_reader.read(tmp_path / "ours.xml")
     for a, b in zip(weights(g_ours, _sequence_layer(g_ours)), weights(g_theirs, _sequence_layer(g_theirs))):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
 
 def test_writer_reader_round_trip_is_byte_exact(tmp_path):
-    graph = convert(load(default_model("GRU", "bidirectional", 1))).graph
-    xml, bin_ = ovir.serialize(graph)
-    again = ovir.parse(xml, bin_)
-    assert ovir.serialize(again) == (xml, bin_)
+    graph = translate(load(default_model("GRU", "bidirectional", 1))).graph
+    xml, bin_ = ov_writer.serialize(graph)
+    again = ov_reader.parse(xml, bin_)
+    assert ov_writer.serialize(again) == (xml, bin_)
 
 
 def test_interpreter_runs_ir_written_by_openvino(tmp_path):
@@ -105,7 +107,7 @@ def test_cell_kernels_register_with_the_interpreter():
     code = ("import sys\n"
             "from rnnconv.engine.ir_graph import KERNELS\n"
             "print(sorted({'LSTMCell', 'GRUCell', 'RNNCell'} - set(KERNELS)))\n"
-            "print(sorted({'rnnconv.from_openvino', 'rnnconv.dialects.openvino.to_onnx'} & set(sys.modules)))\n")
+            "print(sorted({'rnnconv.commands.from_openvino', 'rnnconv.dialects.openvino.to_onnx'} & set(sys.modules)))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["[]", "[]"]
@@ -115,11 +117,11 @@ def test_xml_with_doctype_or_entities_is_refused(tmp_path):
     bomb = (b'<?xml version="1.0"?><!DOCTYPE net [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;">]>'
             b'<net name="&b;" version="11"><layers/><edges/></net>')
     with pytest.raises(BadInput, match="DOCTYPE"):
-        ovir.parse(bomb)
+        ov_reader.parse(bomb)
     external = (b'<?xml version="1.0"?><!DOCTYPE net [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
                 b'<net name="&x;" version="11"><layers/><edges/></net>')
     with pytest.raises(BadInput, match="DOCTYPE"):
-        ovir.parse(external)
+        ov_reader.parse(external)
 
 
 def test_const_outside_bin_or_wrong_size_is_refused():
@@ -128,18 +130,18 @@ def test_const_outside_bin_or_wrong_size_is_refused():
            b' size="{s}"/><output><port id="0" precision="FP32"><dim>4</dim></port></output></layer>'
            b'</layers><edges/></net>')
     with pytest.raises(BadInput, match="outside the .bin"):
-        ovir.parse(xml.replace(b"{o}", b"8").replace(b"{s}", b"16"), bytes(16))
+        ov_reader.parse(xml.replace(b"{o}", b"8").replace(b"{s}", b"16"), bytes(16))
     with pytest.raises(BadInput, match="does not match shape"):
-        ovir.parse(xml.replace(b"{o}", b"0").replace(b"{s}", b"12"), bytes(16))
-    g = ovir.parse(xml.replace(b"{o}", b"0").replace(b"{s}", b"16"), np.arange(4, dtype=np.float32).tobytes())
+        ov_reader.parse(xml.replace(b"{o}", b"0").replace(b"{s}", b"12"), bytes(16))
+    g = ov_reader.parse(xml.replace(b"{o}", b"0").replace(b"{s}", b"16"), np.arange(4, dtype=np.float32).tobytes())
     np.testing.assert_array_equal(g.layers[0].value, [0, 1, 2, 3])
 
 
 def test_unsupported_ir_version_and_malformed_xml():
     with pytest.raises(BadInput, match="IR version"):
-        ovir.parse(b'<net name="m" version="7"><layers/><edges/></net>')
+        ov_reader.parse(b'<net name="m" version="7"><layers/><edges/></net>')
     with pytest.raises(BadInput, match="not well-formed"):
-        ovir.parse(b'<net name="m" version="11"><layers>')
+        ov_reader.parse(b'<net name="m" version="11"><layers>')
 
 
 def test_tensor_names_with_commas_survive(tmp_path):
@@ -148,10 +150,10 @@ def test_tensor_names_with_commas_survive(tmp_path):
     out = g.op("Relu", p)
     out.port.names.append("y,z")
     g.result(out)
-    xml, bin_ = ovir.serialize(g)
-    again = ovir.parse(xml, bin_)
+    xml, bin_ = ov_writer.serialize(g)
+    again = ov_reader.parse(xml, bin_)
     assert again.layers[0].outputs[0].names == ["a,b"]
     assert again.output_names() == ["y,z"]
-    ovir.write(g, tmp_path / "c.xml")
+    ov_writer.write(g, tmp_path / "c.xml")
     m = ov.Core().read_model(str(tmp_path / "c.xml"))
     assert m.inputs[0].get_names() == {"a,b"} and m.outputs[0].get_names() == {"y,z"}

@@ -9,10 +9,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from rnnconv.commands.to_openvino import to_openvino
 from rnnconv.dialects.openvino import ops as ov_ops
 from rnnconv.engine.ir_graph import run_ir
 from rnnconv.errors import Unsupported
-from rnnconv.to_openvino import to_openvino
 from tests.test_openvino_convert import ov_infer, recurrent_model
 
 ov = pytest.importorskip("openvino")
@@ -144,7 +144,7 @@ def test_op_matches_onnxruntime_in_interpreter_and_openvino(tmp_path, name):
     feeds = random_feeds(m, seed=0)
     ref = ort_outputs(m, feeds)
     xml = tmp_path / "m.xml"
-    report = to_openvino(m, xml)
+    report = to_openvino(m, xml).report
     assert report.ok
     for got in (run_ir(xml, feeds, "float32"), ov_infer(xml, feeds)):
         for k, want in ref.items():
@@ -156,11 +156,11 @@ def test_op_matches_onnxruntime_in_interpreter_and_openvino(tmp_path, name):
 def test_op_comes_back_from_openvino(tmp_path, name):
     """The other half of the shared table: the IR each mapping writes converts back to ONNX (verified against the
     IR by from-openvino itself) and still gives onnxruntime's numbers for the original model."""
-    from rnnconv.from_openvino import from_openvino
+    from rnnconv.commands.from_openvino import from_openvino
 
     m = CASES[name]
     xml = tmp_path / "m.xml"
-    assert to_openvino(m, xml).ok
+    assert to_openvino(m, xml).report.ok
     back = from_openvino(xml, tmp_path / "back.onnx")
     assert back.report.ok
     feeds = random_feeds(m, seed=1)
@@ -213,7 +213,7 @@ def test_bidirectional_lstm_split_squeeze_concat(tmp_path, dynamic):
     path = tmp_path / "s.onnx"
     onnx.save(base, path)
     xml = tmp_path / "s.xml"
-    assert to_openvino(path, xml).ok
+    assert to_openvino(path, xml).report.ok
     x = np.random.default_rng(0).uniform(-1, 1, (4, 2, 3)).astype(np.float32)
     ref = ort.InferenceSession(base.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
     np.testing.assert_allclose(ov_infer(xml, {"X": x})["out"], ref, atol=1e-5, rtol=1e-5)

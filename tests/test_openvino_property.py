@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rnnconv.engine.graph import run_onnx
+from rnnconv.commands.to_openvino import translate
 from rnnconv.engine.ir_graph import run_ir
-from rnnconv.dialects.openvino.convert import convert
+from rnnconv.engine.onnx_graph import run_onnx
 from rnnconv.io import load
 from tests.test_openvino_convert import feeds_for, recurrent_model
 
@@ -44,7 +44,7 @@ def test_interpreter_agrees_with_onnx_engine(case):
     kind, kw, T, N = case
     model, extra = recurrent_model(kind, T=T, N=N, **kw)
     m = load(model)
-    graph = convert(m).graph
+    graph = translate(m).graph
     feeds = feeds_for(model, T=T, N=N, extra=extra)
     ref = run_onnx(m, feeds)
     got = run_ir(graph, feeds)
@@ -55,7 +55,7 @@ def test_interpreter_agrees_with_onnx_engine(case):
 @pytest.mark.parametrize("seed", range(3))
 def test_random_cases_run_in_openvino(tmp_path, seed):
     pytest.importorskip("openvino")
-    from rnnconv.to_openvino import to_openvino
+    from rnnconv.commands.to_openvino import to_openvino
 
     @settings(max_examples=5, deadline=None, database=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -64,6 +64,6 @@ def test_random_cases_run_in_openvino(tmp_path, seed):
         kind, kw, T, N = case
         kw["seed"] = kw["seed"] + seed
         model, _ = recurrent_model(kind, T=T, N=N, **kw)
-        assert to_openvino(model, tmp_path / "m.xml", force=True).ok  # includes the OpenVINO runtime check
+        assert to_openvino(model, tmp_path / "m.xml", force=True).report.ok  # includes the OpenVINO runtime check
 
     check()

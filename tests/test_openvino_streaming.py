@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 
 from rnnconv import io
+from rnnconv.commands.to_openvino import translate
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.dialects.openvino import convert as ov_convert
 from rnnconv.dialects.openvino import gates
-from rnnconv.dialects.openvino import ir as ovir
+from rnnconv.dialects.openvino import graph as ovir
+from rnnconv.dialects.openvino import reader as ov_reader
+from rnnconv.dialects.openvino import writer as ov_writer
 from tests.test_big_models import lstm
 
 
@@ -22,9 +24,9 @@ def test_pieces_are_written_as_their_joined_array():
         streamed, whole = ovir.IRGraph("s"), ovir.IRGraph("s")
         for g, value in ((streamed, ovir.Pieces(parts, joined.shape, dtype)), (whole, joined.astype(dtype))):
             g.result(g.op("Relu", g.const(value)))
-        xml, bin_ = ovir.serialize(streamed)
-        assert (xml, bin_) == ovir.serialize(whole)
-        back = ovir.parse(xml, bin_)
+        xml, bin_ = ov_writer.serialize(streamed)
+        assert (xml, bin_) == ov_writer.serialize(whole)
+        back = ov_reader.parse(xml, bin_)
         const = next(layer for layer in back.layers if layer.type == "Const")
         np.testing.assert_array_equal(const.value, joined.astype(dtype))
 
@@ -32,36 +34,36 @@ def test_pieces_are_written_as_their_joined_array():
 def test_big_constants_start_on_a_page_and_small_ones_are_shared():
     g = ovir.IRGraph("m")
     small = [g.const(np.arange(3, dtype=np.int64)) for _ in range(2)]
-    big = g.const(np.ones((ovir.PAGE,), np.float32))
+    big = g.const(np.ones((ov_writer.PAGE,), np.float32))
     g.result(g.op("Add", g.op("Convert", small[0], destination_type="f32"),
                   g.op("Convert", small[1], destination_type="f32")))
     g.result(big)
-    xml, bin_ = ovir.serialize(g)
-    root = ovir.parse_xml(xml)
+    xml, bin_ = ov_writer.serialize(g)
+    root = ov_reader.parse_xml(xml)
     data = {el.attrib["name"]: el.find("data").attrib for el in root.find("layers").findall("layer")
             if el.attrib["type"] == "Const"}
     offsets = {int(d["offset"]) for name, d in data.items() if d["element_type"] == "i64"}
     assert offsets == {0}
-    assert [int(d["offset"]) % ovir.PAGE for d in data.values() if d["element_type"] == "f32"] == [0]
+    assert [int(d["offset"]) % ov_writer.PAGE for d in data.values() if d["element_type"] == "f32"] == [0]
 
 
 @pytest.mark.parametrize("fp16", [False, True])
 def test_reordered_weights_stream_from_the_memory_map(fp16, tmp_path, monkeypatch):
-    monkeypatch.setattr(ovir, "VIEW_BYTES", 0)
+    monkeypatch.setattr(ov_writer, "VIEW_BYTES", 0)
     model = io.load(lstm(tmp_path / "m.onnx", H=16, I=8))
     (rn,) = onnx_recurrent.find(model)
     source = {k: model.graph.initializers[k].const_value.numpy() for k in ("W", "R")}
     released = []
-    conversion = ov_convert.convert(model, fp16=fp16, release=released.append)
+    conversion = translate(model, fp16, release=released.append)
     consts = [layer.value for layer in conversion.graph.layers if isinstance(layer.value, ovir.Pieces)]
     assert len(consts) == 2  # W and R, in OpenVINO gate order, not copied
     for pieces, k in zip(consts, ("W", "R")):
         assert all(np.shares_memory(p, source[k]) for p in pieces.parts)
     with open(tmp_path / "o.bin", "wb") as f:
-        xml = ovir.write_to(conversion.graph, f)
+        xml = ov_writer.write_to(conversion.graph, f)
     assert sum(v.nbytes for v in released) == sum(v.nbytes for v in source.values())
     (tmp_path / "o.xml").write_bytes(xml)
-    back = ovir.read(tmp_path / "o.xml")
+    back = ov_reader.read(tmp_path / "o.xml")
     want = gates.sequence_tensors(rn.layer)
     seq = next(layer for layer in back.layers if layer.type == "LSTMSequence")
     producers, by_id = back.producers(), back.by_id()
@@ -77,15 +79,16 @@ def test_reordered_weights_stream_from_the_memory_map(fp16, tmp_path, monkeypatc
 
 
 def test_big_layers_verify_in_float32_with_small_sizes(tmp_path, monkeypatch):
-    from rnnconv import convert
-    from rnnconv.to_openvino import to_openvino
+    from rnnconv.commands.to_openvino import to_openvino
+    from rnnconv.verification import checks
+    from rnnconv.verification.inputs import SMALL_DIM
 
-    monkeypatch.setattr(convert, "BIG_WEIGHT_BYTES", 0)
-    report = to_openvino(lstm(tmp_path / "m.onnx"), tmp_path / "o.xml", runtime=False)
+    monkeypatch.setattr(checks, "BIG_WEIGHT_BYTES", 0)
+    report = to_openvino(lstm(tmp_path / "m.onnx"), tmp_path / "o.xml", runtime=False).report
     assert report.ok and len(report.checks) == 2
-    assert all("(float32)" in c.engines for c in report.checks)
+    assert all("float32" in c.engines for c in report.checks)
     shapes = {o.name: o.shape for c in report.checks for o in c.outputs}
-    assert shapes["Y"] == (convert.BIG_NODE_T, 2, convert.BIG_NODE_N, 8)
+    assert shapes["Y"] == (SMALL_DIM["sequence"], 2, SMALL_DIM["batch"], 8)
 
 
 def test_a_direction_of_pieces_stays_pieces():
@@ -109,18 +112,18 @@ SHAPES = [
 def test_every_shape_of_ir_right_with_weights_as_views(what, kind, kwargs, tmp_path, monkeypatch):
     from tests.test_openvino_convert import convert_and_check, recurrent_model
 
-    monkeypatch.setattr(ovir, "VIEW_BYTES", 0)
+    monkeypatch.setattr(ov_writer, "VIEW_BYTES", 0)
     model, _ = recurrent_model(kind, **kwargs)
     convert_and_check(tmp_path, model, 0, {})
 
 
 def test_verify_node_checks_each_recurrent_node_only(tmp_path):
+    from rnnconv.commands.to_openvino import to_openvino
     from rnnconv.errors import UsageError
-    from rnnconv.to_openvino import to_openvino
 
-    report = to_openvino(lstm(tmp_path / "m.onnx"), tmp_path / "o.xml", verify="node")
+    report = to_openvino(lstm(tmp_path / "m.onnx"), tmp_path / "o.xml", verify="node").report
     assert report.ok and report.verified == "node" and (tmp_path / "o.bin").exists()
-    assert [c.subject for c in report.checks] == ["LSTM node 'lstm'"]
+    assert [c.subject for c in report.checks] == ["node lstm"]
     with pytest.raises(UsageError):
         to_openvino(tmp_path / "m.onnx", verify="some")
 
@@ -128,9 +131,9 @@ def test_verify_node_checks_each_recurrent_node_only(tmp_path):
 @pytest.mark.parametrize("fp16", [False, True])
 def test_unchanged_weight_bytes_are_copied_by_the_kernel(fp16, tmp_path, monkeypatch):
     # Gates reordered but not cast are copied file to file; the .bin is the same as when streamed.
-    monkeypatch.setattr(ovir, "VIEW_BYTES", 0)
+    monkeypatch.setattr(ov_writer, "VIEW_BYTES", 0)
     model = io.load(lstm(tmp_path / "m.onnx", H=16, I=8))
-    conversion = ov_convert.convert(model, fp16=fp16)
+    conversion = translate(model, fp16=fp16)
     copied = []
     with io.KernelCopier(model) as copier:
         def copy(view, fd, offset):
@@ -139,9 +142,9 @@ def test_unchanged_weight_bytes_are_copied_by_the_kernel(fp16, tmp_path, monkeyp
             return done
 
         with open(tmp_path / "copied.bin", "wb") as f:
-            xml = ovir.write_to(conversion.graph, f, copy)
+            xml = ov_writer.write_to(conversion.graph, f, copy)
     with open(tmp_path / "streamed.bin", "wb") as f:
-        assert ovir.write_to(conversion.graph, f) == xml
+        assert ov_writer.write_to(conversion.graph, f) == xml
     assert (tmp_path / "copied.bin").read_bytes() == (tmp_path / "streamed.bin").read_bytes()
     assert copied == ([] if fp16 else [True] * 16)  # 2 directions x 4 gates x (W, R); fp16 casts instead
 
@@ -160,16 +163,16 @@ def test_kernel_copier_refuses_what_is_not_a_file_view(tmp_path):
 def test_ir_interpreter_reads_big_weights_where_they_lie(tmp_path, monkeypatch):
     # A Sequence op takes its gate blocks straight from the pieces: never joined, the same numbers as joined.
     from rnnconv.engine import ir_graph
-    from rnnconv.to_openvino import feeds_for
+    from rnnconv.verification.inputs import random_inputs
 
-    monkeypatch.setattr(ovir, "VIEW_BYTES", 0)
+    monkeypatch.setattr(ov_writer, "VIEW_BYTES", 0)
     model = io.load(lstm(tmp_path / "m.onnx", H=16, I=8))
-    feeds = feeds_for(model)
+    feeds = random_inputs(model)
     monkeypatch.setattr(ir_graph, "_TAKES_PIECES", frozenset())  # every op gets joined arrays
-    joined = ir_graph.run_ir(ov_convert.convert(model).graph, feeds, "float32")
+    joined = ir_graph.run_ir(translate(model).graph, feeds, "float32")
     monkeypatch.undo()
-    monkeypatch.setattr(ovir, "VIEW_BYTES", 0)
-    graph = ov_convert.convert(model).graph
+    monkeypatch.setattr(ov_writer, "VIEW_BYTES", 0)
+    graph = translate(model).graph
     assert any(isinstance(layer.value, ovir.Pieces) for layer in graph.layers)
 
     def refuse(self, *a, **k):
@@ -184,17 +187,16 @@ def test_ir_interpreter_reads_big_weights_where_they_lie(tmp_path, monkeypatch):
 
 def test_runtime_check_left_out_when_compiling_would_not_fit(tmp_path, monkeypatch):
     # OpenVINO's compile needs about 4x the IR's weights: without that memory the check is skipped and said so.
-    from rnnconv import to_openvino as tov
-    from tests.test_hostile import run_cli
+    from rnnconv.commands.to_openvino import to_openvino
+    from rnnconv.verification import checks
 
     src = lstm(tmp_path / "m.onnx", H=16, I=8)
-    monkeypatch.setattr(tov, "_available_memory", lambda: 1000)
-    report = tov.to_openvino(str(src), tmp_path / "o.xml", runtime=True)
+    monkeypatch.setattr(checks, "_available_memory", lambda: 1000)
+    report = to_openvino(str(src), tmp_path / "o.xml", runtime=True).report
     assert report.ok and len(report.skipped) == 1 and "GiB is available" in report.skipped[0]
     assert all("OpenVINO runtime" not in c.engines for c in report.checks)
-    assert "(1 skipped)" in report.verdict() and "skipped" in report.as_dict()
-    code, out, err = run_cli(["to-openvino", str(src), "-o", str(tmp_path / "p.xml")])
-    assert code == 0 and "skipped whole model [OpenVINO runtime]" in out + err
-    monkeypatch.setattr(tov, "_available_memory", lambda: 1 << 40)
-    report = tov.to_openvino(str(src), tmp_path / "q.xml", runtime=True)
+    assert ", 1 skipped" in report.verdict() and "skipped" in report.as_dict()
+    assert any(line.startswith("  skipped: OpenVINO runtime: compiling this IR needs") for line in report.lines())
+    monkeypatch.setattr(checks, "_available_memory", lambda: 1 << 40)
+    report = to_openvino(str(src), tmp_path / "q.xml", runtime=True).report
     assert not report.skipped and any("OpenVINO runtime" in c.engines for c in report.checks)

@@ -10,11 +10,11 @@ import onnxruntime as ort
 import pytest
 
 import rnnconv
+from rnnconv import io
 from rnnconv.cli import main
 from rnnconv.dialects.onnx_recurrent import VERSIONS
-from rnnconv.engine.graph import run_onnx
+from rnnconv.engine.onnx_graph import run_onnx
 from rnnconv.errors import Unsupported
-from rnnconv import io
 from tests.opset_models import feeds_for, recurrent_model
 
 onnx_converter = onnx.version_converter
@@ -155,12 +155,12 @@ def test_broken_adapter_is_caught_and_nothing_written(tmp_path, monkeypatch):
     """Verification catches a wrong rewrite: an adapter that swaps the i and f gates exits 1, writes nothing."""
     import onnx_ir as ir
 
-    from rnnconv.passes import opset_recurrent
+    from rnnconv.passes import opset
 
-    real_build = opset_recurrent.build
+    real_build = opset.build
 
-    def swapped_gates(plan, names):
-        rewrite = real_build(plan, names)
+    def swapped_gates(plan, names, target):
+        rewrite = real_build(plan, names, target)
         node = next(n for n in rewrite.nodes if n.op_type == "LSTM")
         w = node.inputs[1].const_value.numpy().copy()
         h = w.shape[1] // 4
@@ -171,7 +171,7 @@ def test_broken_adapter_is_caught_and_nothing_written(tmp_path, monkeypatch):
         node.replace_input_with(1, bad)
         return rewrite
 
-    monkeypatch.setattr(opset_recurrent, "build", swapped_gates)
+    monkeypatch.setattr(opset, "build", swapped_gates)
     src = tmp_path / "lstm.onnx"
     onnx.save(recurrent_model("LSTM", 7), src)
     out = tmp_path / "out.onnx"
@@ -204,20 +204,20 @@ def test_cli_upgrade_writes_verified_model_and_refuses_overwrite(tmp_path, capsy
 
 def test_converted_model_that_onnxruntime_refuses_fails_verification(monkeypatch):
     """onnxruntime ran the source, so the converted model must run there too: a refusal is a failed check."""
-    from rnnconv import io as rio
+    from rnnconv.engine import onnxruntime_runtime
     from rnnconv.errors import VerificationFailed
 
-    real = rio.onnxruntime_session
+    real = onnxruntime_runtime.Session
     calls = []
 
-    def refuse_second(model):
+    def refuse_second(model, **kw):
         calls.append(model)
         if len(calls) == 2:
             raise RuntimeError("simulated: no kernel for this node")
-        return real(model)
+        return real(model, **kw)
 
-    monkeypatch.setattr(rio, "onnxruntime_session", refuse_second)
+    monkeypatch.setattr(onnxruntime_runtime, "Session", refuse_second)
     with pytest.raises(VerificationFailed) as err:
         rnnconv.upgrade(recurrent_model("LSTM", 7), opset=14)
     problems = [o.problem for c in err.value.report.checks for o in c.outputs if o.problem]
-    assert any("onnxruntime cannot run the converted model: simulated" in p for p in problems)
+    assert any("onnxruntime cannot run it: RuntimeError: simulated" in p for p in problems), problems

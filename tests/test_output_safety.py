@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rnnconv import io
 from rnnconv.errors import IOFailure, UsageError
+from rnnconv.verification import results as vresults
 from tests.make_hostile import recurrent
 from tests.test_hostile import run_cli
 
@@ -68,7 +69,7 @@ def test_existing_output_needs_force(command, tmp_path):
     out = tmp_path / ("o.xml" if command == "to-openvino" else "o.onnx")
     out.write_bytes(b"previous")
     code, _, stderr = run_cli(COMMANDS[command](str(model), str(out)))
-    assert code == 2 and "exists (use --force to overwrite)" in stderr, stderr
+    assert code == 2 and "exists (try --force)" in stderr, stderr
     assert out.read_bytes() == b"previous"
     code, _, stderr = run_cli([*COMMANDS[command](str(model), str(out)), "--force"])
     assert code == 0, stderr
@@ -98,7 +99,7 @@ def test_never_writes_over_the_input(command, how, tmp_path):
 
 @pytest.mark.parametrize("target", ["xml", "bin"])
 def test_from_openvino_never_writes_over_its_ir(target, tmp_path):
-    from rnnconv.to_openvino import to_openvino
+    from rnnconv.commands.to_openvino import to_openvino
 
     to_openvino(lstm(tmp_path / "m.onnx"), tmp_path / "ir.xml", verify=False)
     before = {p: p.read_bytes() for p in (tmp_path / "ir.xml", tmp_path / "ir.bin")}
@@ -131,7 +132,8 @@ def test_to_openvino_never_writes_its_bin_over_the_inputs_external_data(tmp_path
 
 @pytest.mark.parametrize("previous", [True, False])
 def test_to_openvino_xml_rename_failing_restores_the_previous_bin(previous, tmp_path, monkeypatch):
-    from rnnconv import to_openvino as to_ov
+    from rnnconv.commands.to_openvino import to_openvino
+    from rnnconv.io import writing
 
     model = lstm(tmp_path / "m.onnx")
     out = tmp_path / "out"
@@ -146,9 +148,9 @@ def test_to_openvino_xml_rename_failing_restores_the_previous_bin(previous, tmp_
             raise OSError(errno.EIO, "Input/output error")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(to_ov.os, "replace", replace)
+    monkeypatch.setattr(writing.os, "replace", replace)
     with pytest.raises(IOFailure, match="Input/output error"):
-        to_ov.to_openvino(model, out / "o.xml", verify=False, force=True)
+        to_openvino(model, out / "o.xml", verify=False, force=True)
     if previous:
         assert (out / "o.xml").read_bytes() == b"previous xml"
         assert (out / "o.bin").read_bytes() == b"previous bin"
@@ -199,15 +201,15 @@ def test_existing_external_data_needs_force(tmp_path):
 # -- failures leave nothing --------------------------------------------------------------------------------------
 
 def test_unsupported_and_failed_verification_write_nothing(tmp_path, monkeypatch):
-    from rnnconv import convert, verify
+    from rnnconv.verification import checks
 
     gru = tmp_path / "gru.onnx"
     gru.write_bytes(recurrent("GRU", attrs={"linear_before_reset": 1}).SerializeToString())
     out = tmp_path / "out"
     code, _, stderr = run_cli(["downgrade", str(gru), "-o", str(out / "o.onnx"), "--opset", "1"])
     assert code == 3, stderr
-    bad = verify.Check("model", "engine", [verify.compare("Y", np.zeros(3), np.ones(3), 1e-5, 1e-5)])
-    monkeypatch.setattr(convert, "check_models", lambda *a, **k: [bad])
+    bad = vresults.Check("model", "engine", [vresults.compare("Y", np.zeros(3), np.ones(3), 1e-5, 1e-5)])
+    monkeypatch.setattr(checks, "check_models", lambda *a, **k: [bad])
     code, _, stderr = run_cli(["upgrade", str(lstm(tmp_path / "m.onnx")), "-o", str(out / "o.onnx")])
     assert code == 1 and "nothing written" in stderr, stderr
     assert not out.exists() or files(out) == set()
@@ -236,7 +238,7 @@ def test_writer_failing_half_way_leaves_nothing_or_the_previous_file(external, p
     if previous:
         for n in names:
             (out / n).write_bytes(b"previous " + n.encode())
-    monkeypatch.setattr(io.ir, "save", _half_writer(ir.save, OSError(errno.ENOSPC, "No space left on device")))
+    monkeypatch.setattr(io.writing.ir, "save", _half_writer(ir.save, OSError(errno.ENOSPC, "No space left on device")))
     code, _, stderr = run_cli(["upgrade", str(model), "-o", str(out / "o.onnx"), "--no-verify", "--force"])
     assert code == 5 and "No space left on device" in stderr, stderr
     if previous:
@@ -248,7 +250,7 @@ def test_writer_failing_half_way_leaves_nothing_or_the_previous_file(external, p
 
 def test_failed_write_removes_the_folders_it_created(tmp_path, monkeypatch):
     model = lstm(tmp_path / "m.onnx")
-    monkeypatch.setattr(io.ir, "save", _half_writer(ir.save, OSError(errno.ENOSPC, "No space left on device")))
+    monkeypatch.setattr(io.writing.ir, "save", _half_writer(ir.save, OSError(errno.ENOSPC, "No space left on device")))
     code, _, stderr = run_cli(["upgrade", str(model), "-o", str(tmp_path / "new" / "deeper" / "o.onnx"),
                                "--no-verify"])
     assert code == 5, stderr
@@ -257,7 +259,7 @@ def test_failed_write_removes_the_folders_it_created(tmp_path, monkeypatch):
 
 def test_interrupted_write_leaves_nothing(tmp_path, monkeypatch):
     model = lstm(tmp_path / "m.onnx")
-    monkeypatch.setattr(io.ir, "save", _half_writer(ir.save, KeyboardInterrupt()))
+    monkeypatch.setattr(io.writing.ir, "save", _half_writer(ir.save, KeyboardInterrupt()))
     code, _, stderr = run_cli(["upgrade", str(model), "-o", str(tmp_path / "out" / "o.onnx"), "--no-verify"])
     assert code == 130 and "interrupted" in stderr
     assert files(tmp_path) == {"m.onnx"}
@@ -276,7 +278,7 @@ def test_model_rename_failing_after_the_data_moved_restores_the_previous_pair(tm
             raise OSError(errno.EIO, "Input/output error")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(io.os, "replace", replace)
+    monkeypatch.setattr(io.writing.os, "replace", replace)
     with pytest.raises(IOFailure, match="Input/output error"):
         io.save(io.load(model), out / "o.onnx", force=True, inputs=(model,))
     assert (out / "o.onnx").read_bytes() == b"previous model"
@@ -301,7 +303,7 @@ KILLER = textwrap.dedent("""
         Path(path).write_bytes(data[: len(data) // 2])  # half-written, then the machine "dies"
         os.kill(os.getpid(), signal.SIGKILL)
 
-    io.ir.save = save
+    io.writing.ir.save = save
     main(sys.argv[1:])
 """)
 
@@ -414,7 +416,7 @@ def test_verify_refuses_an_existing_save_file_without_force(option, tmp_path):
     model = lstm(tmp_path / "m.onnx")
     (tmp_path / "s.npz").write_bytes(b"previous")
     code, _, stderr = run_cli(["verify", str(model), str(model), option, str(tmp_path / "s.npz")])
-    assert code == 2 and "exists (use --force to overwrite)" in stderr, stderr
+    assert code == 2 and "exists (try --force)" in stderr, stderr
     assert (tmp_path / "s.npz").read_bytes() == b"previous"
     code, _, stderr = run_cli(["verify", str(model), str(model), option, str(tmp_path / "s.npz"), "--force"])
     assert code == 0, stderr

@@ -11,10 +11,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnconv import convert, io
-from rnnconv.engine.graph import run_onnx
-from rnnconv.opset import downgrade, upgrade
-from rnnconv.passes import transpose_fold
+from rnnconv import conversion, io
+from rnnconv.commands.downgrade import downgrade
+from rnnconv.commands.upgrade import upgrade
+from rnnconv.engine.onnx_graph import run_onnx
 from rnnconv.passes.transpose_fold import FoldTransposes
 from tests.opset_models import feeds_for, recurrent_model
 
@@ -43,11 +43,11 @@ def _run(model: onnx.ModelProto, feeds):
 def _fold(proto: onnx.ModelProto, scope_names=None, feeds=None):
     """Fold; assert the interface is kept, the checker passes, onnxruntime agrees. Returns (proto, modified)."""
     model = io.load(proto)
-    convert.infer_shapes(model)  # as in the rewrite pipeline
+    conversion.infer_shapes(model)  # as in the rewrite pipeline
     scope = None if scope_names is None else [n for n in model.graph if n.name in scope_names]
-    before = convert.interface(model)
+    before = conversion.interface(model)
     result = FoldTransposes(scope=scope)(model)
-    assert convert.interface(model) == before
+    assert conversion.interface(model) == before
     out = io.to_proto(model)
     onnx.checker.check_model(out, full_check=True)
     if feeds is not None:
@@ -177,16 +177,6 @@ def test_scope_leaves_other_transposes_alone():
     out, _ = _fold(m, scope_names={"ours1", "ours2"}, feeds={"x": X})
     assert [n.name for n in out.graph.node] == ["theirs1", "theirs2", "relu"]
     assert not _fold(m, scope_names=set())[1]
-
-
-def test_absorb_batch_first_lstm():
-    model = upgrade(str(FIXTURES / "lstm7_batch_first.onnx"), opset=14).model
-    before = convert.interface(model)
-    assert [rn.name for rn in transpose_fold.batch_first_nodes(model)] == ["lstm"]
-    assert transpose_fold.absorb(model)
-    assert convert.interface(model) == before
-    assert collections.Counter(n.op_type for n in model.graph) == {"LSTM": 1, "Squeeze": 1, "Transpose": 1}
-    assert not transpose_fold.batch_first_nodes(model)
 
 
 def test_downgrade_folds_the_transposes_it_adds():

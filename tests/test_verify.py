@@ -12,8 +12,15 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnconv
-from rnnconv import verify
 from rnnconv.cli import cli
+from rnnconv.commands import verify as verify_cmd
+from rnnconv.verification import inputs as vinputs
+from rnnconv.verification import model as vmodel
+from rnnconv.verification import report as vreport
+from rnnconv.verification import results as vresults
+from rnnconv.verification import specs as vspecs
+from rnnconv.verification import time_axis as vtime
+from rnnconv.verification import tolerance as vtol
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -98,7 +105,7 @@ CONVERSIONS = {
 
 
 def rnnconv_layout(src, out, to):
-    from rnnconv.layout import convert_layout
+    from rnnconv.commands.layout import convert_layout
 
     return convert_layout(src, out, to=to)
 
@@ -108,12 +115,12 @@ def test_agrees_on_every_conversion_command(kind, tmp_path):
     name, convert = CONVERSIONS[kind]
     src = str(FIXTURES / f"{name}.onnx")
     if kind in ("to-openvino", "from-openvino"):
-        from rnnconv.to_openvino import to_openvino
+        from rnnconv.commands.to_openvino import to_openvino
 
         to_openvino(src, str(tmp_path / "m.xml"))
         out = str(tmp_path / "m.xml")
         if kind == "from-openvino":
-            from rnnconv.from_openvino import from_openvino
+            from rnnconv.commands.from_openvino import from_openvino
 
             from_openvino(out, str(tmp_path / "back.onnx"))
             out = str(tmp_path / "back.onnx")
@@ -121,7 +128,7 @@ def test_agrees_on_every_conversion_command(kind, tmp_path):
         out = str(tmp_path / "out.onnx")
         convert(src, out)
     # every engine that `rnnconv check` says runs the candidate right (OpenVINO runs an IR candidate right)
-    from rnnconv import check
+    from rnnconv.commands import check
 
     engines = ["rnnconv"] + [t for t in ("onnxruntime", "openvino")
                              if (out.endswith(".xml") and t == "openvino")
@@ -133,7 +140,7 @@ def test_agrees_on_every_conversion_command(kind, tmp_path):
 
 
 def test_agrees_with_own_openvino_conversion(tmp_path):
-    from rnnconv.to_openvino import to_openvino
+    from rnnconv.commands.to_openvino import to_openvino
 
     src = FIXTURES / "lstm7_bidirectional_peepholes_input_forget_seq_lens_initial_states.onnx"
     xml = tmp_path / "m.xml"
@@ -263,15 +270,15 @@ def embedding_model(path, vocab=7):
 
 def test_integer_inputs_in_valid_ranges(tmp_path):
     embedding_model(tmp_path / "m.onnx", vocab=7)
-    m = verify.open_model(str(tmp_path / "m.onnx"))
-    specs = verify.merge_specs(m, m)
+    m = vmodel.open_model(str(tmp_path / "m.onnx"))
+    specs = vspecs.merge_specs(m, m)
     rng = np.random.default_rng(0)
-    feeds, described = verify.draw_inputs(specs, rng, {"seq": 40, "batch": 8}, {})
+    feeds, described = vinputs.draw_inputs(specs, rng, {"seq": 40, "batch": 8}, {})
     assert feeds["ids"].shape == (40, 8) and feeds["ids"].min() >= 0 and feeds["ids"].max() == 6
     assert feeds["lens"].shape == (8,) and feeds["lens"].min() >= 1 and feeds["lens"].max() <= 40
     assert {d["name"]: d["range"] for d in described} == {"ids": [0, 6], "lens": [1, 40]}
     # the ids feed the GRU's X: their axis 0 is time, so the lengths follow --dim seq
-    feeds, _ = verify.draw_inputs(specs, rng, {"ids:0": 3}, {})
+    feeds, _ = vinputs.draw_inputs(specs, rng, {"ids:0": 3}, {})
     assert feeds["ids"].shape[0] == 3 and feeds["lens"].max() <= 3
     # onnxruntime raises on an out-of-range id: these inputs run
     report = rnnconv.verify(str(tmp_path / "m.onnx"), str(tmp_path / "m.onnx"), engine="onnxruntime", runs=3,
@@ -343,14 +350,14 @@ def test_exit_codes_for_bad_usage_and_bad_input(tmp_path):
 
 
 def test_shapes_are_never_guessed_and_nan_is_reported():
-    c = verify.compare("Y", np.zeros((2, 3)), np.zeros((3, 2)), 1e-5, 1e-5)
+    c = vresults.compare("Y", np.zeros((2, 3)), np.zeros((3, 2)), 1e-5, 1e-5)
     assert not c.ok and "shape" in c.problem
     a = np.ones((4, 2))
     b = a.copy()
     b[2, 1] = np.nan
-    c = verify.compare("Y", a, b, 1e-5, 1e-5, time_axis=0)
+    c = vresults.compare("Y", a, b, 1e-5, 1e-5, time_axis=0)
     assert not c.ok and c.nan == (0, 1) and "NaN" in c.problem and c.worst_index == (2, 1)
-    same = verify.compare("Y", b, b, 1e-5, 1e-5)
+    same = vresults.compare("Y", b, b, 1e-5, 1e-5)
     assert same.ok and same.nan == (1, 1)
 
 
@@ -365,19 +372,19 @@ def test_plot(tmp_path):
 
 def test_api_report_and_module_stay_usable(tmp_path):
     recurrent_model(tmp_path / "m.onnx", "RNN")
-    report = verify.verify(str(tmp_path / "m.onnx"), str(tmp_path / "m.onnx"))
-    assert isinstance(report, verify.VerifyReport) and isinstance(report, verify.Report)
+    report = verify_cmd.verify(str(tmp_path / "m.onnx"), str(tmp_path / "m.onnx"))
+    assert isinstance(report, vreport.VerifyReport) and isinstance(report, vreport.Report)
     assert report.ok and report.verdict().startswith("agree")
     doc = json.loads(report.to_json())
     out = doc["checks"][0]["outputs"][0]
     for key in ("max_abs", "max_rel", "mean_abs", "n_bad", "frac_bad", "worst_index", "nan", "inf", "atol", "rtol"):
         assert key in out
-    assert callable(verify) and verify.Check is not None  # `rnnconv.verify(...)` and `rnnconv.verify.Check`
+    assert rnnconv.verify is verify_cmd.verify  # the public name
 
 
 def test_ir_reference_against_onnx_candidate_with_dynamic_dims(tmp_path):
     """Inputs of an IR reference take their symbol names and valid ranges from the ONNX side."""
-    from rnnconv.to_openvino import to_openvino
+    from rnnconv.commands.to_openvino import to_openvino
 
     src = FIXTURES / "lstm7_batch_first.onnx"
     to_openvino(str(src), str(tmp_path / "m.xml"))
@@ -393,16 +400,16 @@ def test_openvino_bfloat16_inputs_and_outputs_keep_their_bits():
     path = str(FIXTURES / "gru22_bfloat16.onnx")
     report = rnnconv.verify(path, path, candidate_engine="openvino")
     assert report.ok, report.lines()
-    assert report.checks[0].outputs[0].atol == verify.TOLERANCES["bfloat16"][0]
+    assert report.checks[0].outputs[0].atol == vtol.TOLERANCES["bfloat16"][0]
 
 
 def test_time_axis_followed_to_the_graph_outputs(tmp_path):
     """Per-step errors need the time axis of each output: through Squeeze and a MatMul head, and in IR Y."""
-    assert verify.time_axes(verify.open_model(str(FIXTURES / "lstm14_squeeze_head.onnx"))) == {"logits": 0}
-    assert verify.time_axes(verify.open_model(str(FIXTURES / "lstm14_layout1.onnx"))) == {"Y": 1}
+    assert vtime.time_axes(vmodel.open_model(str(FIXTURES / "lstm14_squeeze_head.onnx"))) == {"logits": 0}
+    assert vtime.time_axes(vmodel.open_model(str(FIXTURES / "lstm14_layout1.onnx"))) == {"Y": 1}
     recurrent_model(tmp_path / "t.onnx", "GRU", transpose_y=True)
-    assert verify.time_axes(verify.open_model(str(tmp_path / "t.onnx"))) == {"Y": 2}
-    from rnnconv.to_openvino import to_openvino
+    assert vtime.time_axes(vmodel.open_model(str(tmp_path / "t.onnx"))) == {"Y": 2}
+    from rnnconv.commands.to_openvino import to_openvino
 
     to_openvino(str(FIXTURES / "gru7_forward.onnx"), str(tmp_path / "m.xml"))
-    assert verify.time_axes(verify.open_model(str(tmp_path / "m.xml"))) == {"Y": 0}
+    assert vtime.time_axes(vmodel.open_model(str(tmp_path / "m.xml"))) == {"Y": 0}

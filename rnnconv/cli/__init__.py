@@ -50,17 +50,23 @@ def _defer_sympy() -> None:
 _defer_sympy()
 
 from rnnconv import __version__  # noqa: E402
-from rnnconv.errors import EXIT_CODES_HELP, EXIT_IO, RnnconvError, RnnconvWarning  # noqa: E402
+from rnnconv.cli.options import error_text  # noqa: E402
+from rnnconv.errors import (  # noqa: E402
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_IO,
+    EXIT_USAGE,
+    RnnconvError,
+    RnnconvWarning,
+    exit_codes_help,
+)
 
+_NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 # Each entry is a module in rnnconv/cli/ defining `command`; adding a command is one line here.
 COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "to_openvino", "from_openvino", "verify", "check"]
 
-EXIT_INTERNAL = 70
-EXIT_INTERRUPTED = 130  # as a shell reports SIGINT
 
-
-@click.group(epilog=EXIT_CODES_HELP + f" {EXIT_INTERNAL} internal error (a bug: please report it with --debug), "
-                                      f"{EXIT_INTERRUPTED} interrupted.")
+@click.group(epilog=exit_codes_help())
 @click.version_option(__version__, prog_name="rnnconv")
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
 @click.pass_context
@@ -89,40 +95,50 @@ def main(argv=None) -> None:
 
 
 def _run(args, debug: bool) -> int:
+    """Run the command; every failure is one line and its documented exit code. --debug adds the traceback and
+    keeps the code."""
     try:
         cli.main(args=args, prog_name="rnnconv", standalone_mode=False)
     except click.exceptions.Exit as e:
         return e.exit_code
-    except click.Abort:  # click turns Ctrl-C (KeyboardInterrupt) into Abort
+    except (click.Abort, KeyboardInterrupt):  # click turns Ctrl-C (KeyboardInterrupt) into Abort
+        _traceback(debug)
         click.echo("rnnconv: interrupted (nothing written)", err=True)
         return EXIT_INTERRUPTED
+    except _NO_ARGS as e:  # `rnnconv` alone: the help (click >= 8.2)
+        click.echo(e.ctx.get_help() if e.ctx is not None else e.format_message())
+        return 0
+    except click.UsageError as e:  # click's own: bad option, missing argument, invalid choice
+        _traceback(debug)
+        click.echo(f"rnnconv: error: {_one_line(e.format_message())}", err=True)
+        return EXIT_USAGE
     except click.ClickException as e:
-        e.show()
+        _traceback(debug)
+        click.echo(f"rnnconv: error: {_one_line(e.format_message())}", err=True)
         return e.exit_code
     except RnnconvError as e:
-        if debug:
-            raise
-        click.echo(f"rnnconv: error: {_one_line(e)}", err=True)
+        _traceback(debug)
+        click.echo(f"rnnconv: error: {error_text(e.message, e.fixes)}", err=True)
         return e.exit_code
-    except KeyboardInterrupt:
-        if debug:
-            raise
-        click.echo("rnnconv: interrupted (nothing written)", err=True)
-        return EXIT_INTERRUPTED
     except MemoryError as e:  # a resource limit, not a bug: say how much was asked for
-        if debug:
-            raise
+        _traceback(debug)
         click.echo(f"rnnconv: error: out of memory ({_one_line(e) or 'MemoryError'}); nothing written", err=True)
         return EXIT_IO
     except SystemExit as e:  # a command's own sys.exit (verify, check: exit 1)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except Exception as e:  # a bug: still one line unless --debug
-        if debug:
-            raise
-        click.echo(f"rnnconv: internal error: {type(e).__name__}: {_one_line(e)} (rerun with --debug for the "
-                   f"traceback)", err=True)
+    except Exception as e:  # a bug: still one line
+        _traceback(debug)
+        click.echo(f"rnnconv: internal error: {type(e).__name__}: {_one_line(e)}"
+                   + ("" if debug else " (rerun with --debug for the traceback)"), err=True)
         return EXIT_INTERNAL
     return 0
+
+
+def _traceback(debug: bool) -> None:
+    if debug:
+        import traceback
+
+        traceback.print_exc()
 
 
 def _one_line(e: BaseException) -> str:

@@ -4,13 +4,13 @@ import sys
 
 import click
 
-from rnnconv.cli.options import json_option
+from rnnconv.cli.options import json_option, option
 from rnnconv.errors import EXIT_VERIFY
 
 
 @click.command("check")
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--target", "targets", multiple=True, required=True,
+@option("--target", "targets", multiple=True, required=True,
               type=click.Choice(["onnxruntime", "openvino", "onnx-reference"]),
               help="Runtime to check against (repeatable): onnxruntime, openvino (its ONNX import), or "
                    "onnx-reference (onnx's ReferenceEvaluator).")
@@ -21,7 +21,7 @@ def command(model, targets, as_json):
 
     Example: rnnconv check fixtures/lstm7_peepholes.onnx --target openvino
     """
-    from rnnconv import check
+    from rnnconv.commands import check  # on use: `rnnconv --help` stays light
 
     report = check.check(model, list(dict.fromkeys(targets)))
     if as_json:

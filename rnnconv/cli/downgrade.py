@@ -2,22 +2,23 @@ from __future__ import annotations
 
 import functools
 
-import click
-
-from rnnconv.cli.options import converting
+from rnnconv.cli.batch import converting
+from rnnconv.cli.options import option
 
 
 @converting("downgrade", progress=True)
-@click.option("--opset", type=int, required=True, help="Target opset.")
-@click.option("--external-data", is_flag=True, help="Keep the weights in OUT.data beside OUT (the default when "
-                                                    "the source has external data or its weights pass 1.8 GB).")
+@option("--opset", type=int, required=True, help="Target opset (older than the model's).")
+@option("--external-data", is_flag=True, help="Keep the weights in OUT.data beside OUT (the default when the "
+                                              "source has external data or its weights pass 1.8 GB).")
 def command(opset, external_data):
-    """Move MODEL to an older opset, GRU/LSTM/RNN nodes included, and verify every rewrite.
+    """Move each MODEL to an older opset, GRU/LSTM/RNN nodes included, and verify every rewrite.
 
     Several models or directories with --out-dir DIR run in batch mode (see --jobs, --report).
 
     Example: rnnconv downgrade fixtures/lstm14_forward.onnx -o lstm7.onnx --opset 7
     """
-    from rnnconv.opset import downgrade
+    from rnnconv.commands.downgrade import (
+        downgrade,  # on use: `rnnconv --help` stays light
+    )
 
     return functools.partial(downgrade, opset=opset, external_data=external_data or None)

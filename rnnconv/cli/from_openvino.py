@@ -4,21 +4,22 @@ import functools
 
 import click
 
-from rnnconv.cli.options import converting
+from rnnconv.cli.batch import converting
+from rnnconv.cli.options import option
 
 
 @converting("from-openvino", reads=".xml", writes=".onnx", verify_modes=("full", "none"))
-@click.option("--bin", "bin_path", type=click.Path(dir_okay=False), default=None,
-              help="The weights file (default: MODEL with the suffix .bin; one MODEL only).")
-@click.option("--opset", type=int, default=None,
-              help="Default-domain opset of the ONNX model (default: the newest that both onnx and onnxruntime "
-                   "support; at least 7, at least 14 with --layout 1).")
-@click.option("--layout", type=click.Choice(["0", "1"]), default="0", show_default=True,
-              help="0: time-major recurrent nodes with Transposes around them (onnxruntime runs these); "
-                   "1: batch-major, as OpenVINO holds them (opset >= 14; onnxruntime's CPU kernels refuse it).")
-def command(bin_path, opset, layout):
-    """Convert OpenVINO IR (MODEL.xml + .bin, IR version 10 or 11) to ONNX, GRUSequence / LSTMSequence /
-    RNNSequence as ONNX GRU / LSTM / RNN, and verify the result against the IR.
+@option("--bin", "bin", type=click.Path(dir_okay=False), default=None,
+        help="The weights file (default: MODEL with the suffix .bin; one MODEL only).")
+@option("--opset", type=int, default=None,
+        help="Default-domain opset of the ONNX model (default: the newest that both onnx and onnxruntime support; "
+             "at least 7, at least 14 with --layout 1).")
+@option("--layout", type=click.Choice(["0", "1"]), default="0", show_default=True,
+        help="0: time-major recurrent nodes with Transposes around them (onnxruntime runs these); 1: batch-major, "
+             "as OpenVINO holds them (opset >= 14; onnxruntime's CPU kernels refuse it).")
+def command(bin, opset, layout):
+    """Convert each OpenVINO IR MODEL (MODEL.xml + .bin, IR version 10 or 11) to ONNX, GRUSequence /
+    LSTMSequence / RNNSequence as ONNX GRU / LSTM / RNN, and verify the result against the IR.
 
     Weights stored as fp16 come back decompressed; zero initial states and sequence lengths that OpenVINO
     synthesized from shapes come back absent; a TensorIterator whose body is one LSTMCell / GRUCell / RNNCell step
@@ -27,8 +28,10 @@ def command(bin_path, opset, layout):
     (exit 1), and layers without an ONNX mapping are all listed (exit 3). Several models or directories with
     --out-dir DIR run in batch mode (see --jobs, --report).
 
-    Example: rnnconv from-openvino model.xml -o model.onnx
+    Example: rnnconv from-openvino fixtures/openvino/lstm_batch_first_legacy14.xml -o lstm.onnx
     """
-    from rnnconv.from_openvino import from_openvino
+    from rnnconv.commands.from_openvino import (
+        from_openvino,  # on use: `rnnconv --help` stays light
+    )
 
-    return functools.partial(from_openvino, bin=bin_path, opset=opset, layout=int(layout))
+    return functools.partial(from_openvino, bin=bin, opset=opset, layout=int(layout))

@@ -11,8 +11,11 @@ from rnnconv.cli.options import json_option
 @click.argument("model", type=click.Path(dir_okay=False))
 @json_option
 def command(model, as_json):
-    """Show the model's IR version, opsets and every recurrent node, with the runtimes that can run it."""
-    from rnnconv.inspection import inspect
+    """Show MODEL's IR version, opsets and every recurrent node, with the runtimes that can run it as is.
+
+    Example: rnnconv inspect fixtures/lstm14_layout1_all_features.onnx
+    """
+    from rnnconv.commands.inspect import inspect  # on use: `rnnconv --help` stays light
 
     info = inspect(model)
     if as_json:

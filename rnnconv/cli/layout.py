@@ -4,20 +4,19 @@ import functools
 
 import click
 
-from rnnconv.cli.options import converting
+from rnnconv.cli.batch import converting
+from rnnconv.cli.options import option
 
 
 @converting("layout", progress=True)
-@click.option("--to", "to", type=click.Choice(["0", "1"]), required=True,
-              help="Target layout: 0 sequence-major (X [T,N,I]), 1 batch-major (X [N,T,I], opset >= 14).")
-@click.option("--node", "nodes", multiple=True, metavar="NAME",
-              help="Only this recurrent node (repeatable; default: all).")
-@click.option("--opset", type=int, default=None,
-              help="Also move the model to this opset (layout 1 needs 14 or higher).")
-@click.option("--external-data", is_flag=True, help="Keep the weights in OUT.data beside OUT (the default when "
-                                                    "the source has external data or its weights pass 1.8 GB).")
+@option("--to", "to", type=click.Choice(["0", "1"]), required=True,
+        help="Target layout: 0 sequence-major (X [T,N,I]), 1 batch-major (X [N,T,I], opset >= 14).")
+@option("--node", "nodes", multiple=True, metavar="NAME", help="Only this recurrent node (repeatable; default: all).")
+@option("--opset", type=int, default=None, help="Also move the model to this opset (layout 1 needs 14 or higher).")
+@option("--external-data", is_flag=True, help="Keep the weights in OUT.data beside OUT (the default when the "
+                                              "source has external data or its weights pass 1.8 GB).")
 def command(to, nodes, opset, external_data):
-    """Give MODEL's GRU/LSTM/RNN nodes layout 0 or 1, fold the Transposes that cancel, and verify.
+    """Give each MODEL's GRU/LSTM/RNN nodes layout 0 or 1, fold the Transposes that cancel, and verify.
 
     A batch-first export (Transpose -> layout-0 node -> Transpose) becomes one layout-1 node with --to 1;
     --to 0 gives onnxruntime and OpenVINO a layout they run. Inputs and outputs keep their names and shapes.
@@ -25,7 +24,9 @@ def command(to, nodes, opset, external_data):
 
     Example: rnnconv layout fixtures/lstm14_layout1.onnx -o lstm_layout0.onnx --to 0
     """
-    from rnnconv.layout import convert_layout
+    from rnnconv.commands.layout import (
+        convert_layout,  # on use: `rnnconv --help` stays light
+    )
 
     return functools.partial(convert_layout, to=int(to), nodes=list(nodes) or None, opset=opset,
                              external_data=external_data or None)

@@ -2,16 +2,15 @@ from __future__ import annotations
 
 import functools
 
-import click
+from rnnconv.cli.batch import converting
+from rnnconv.cli.options import option
 
-from rnnconv.cli.options import converting
 
-
-@converting("to-openvino", writes=".xml", verify_modes=("full", "node", "none"))
-@click.option("--fp16", is_flag=True, help="Store float weights as f16 (decompressed to f32 at load, as "
-                                           "ov.save_model does); verified at 2e-3.")
+@converting("to-openvino", writes=".xml")
+@option("--fp16", is_flag=True, help="Store float weights as f16 (decompressed to f32 at load, as ov.save_model "
+                                     "does); verified at 2e-3.")
 def command(fp16):
-    """Write MODEL as OpenVINO IR v11 (OUT.xml + OUT.bin), GRU/LSTM/RNN as opset5 Sequence ops.
+    """Write each MODEL as OpenVINO IR v11 (OUT.xml + OUT.bin), GRU/LSTM/RNN as opset5 Sequence ops.
 
     What those ops cannot express (peepholes, input_forget, activations other than relu/sigmoid/tanh, clip 0,
     and sequence_lens with dynamic dims, which OpenVINO's CPU plugin ignores) becomes an explicit TensorIterator
@@ -20,12 +19,16 @@ def command(fp16):
     and in the OpenVINO runtime (CPU, f32) when installed. Exit 1 and nothing written on a mismatch; exit 3
     listing every op type that has no OpenVINO mapping. Several models or directories with --out-dir DIR run
     in batch mode (see --jobs, --report).
+
+    Example: rnnconv to-openvino fixtures/lstm.onnx -o lstm.xml
     """
     return functools.partial(convert, fp16=fp16)
 
 
-def convert(source, output, *, verify: str, fp16: bool, **common):
-    from rnnconv.to_openvino import to_openvino
+def convert(source, output, **kwargs):
+    from rnnconv.commands.to_openvino import (
+        to_openvino,  # on use: `rnnconv --help` stays light
+    )
 
     # The OpenVINO runtime check runs in a child process: a plugin crash fails the check, not the command.
-    return to_openvino(source, output, fp16=fp16, verify=verify, isolate=True, **common)
+    return to_openvino(source, output, isolate=True, **kwargs)

@@ -17,7 +17,8 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv import activations as act
-from rnnconv.errors import BadInput, RnnconvWarning
+from rnnconv.errors import BadInput, RnnconvWarning, Unsupported
+from rnnconv.io import release_pages
 from rnnconv.layer import DIRECTIONS, GATE_NAMES, PEEPHOLE_GATES, Cell, Layer
 
 OPS = ("GRU", "LSTM", "RNN")
@@ -32,6 +33,8 @@ INPUTS = {
 }
 OUTPUTS = {"LSTM": ("Y", "Y_h", "Y_c"), "GRU": ("Y", "Y_h"), "RNN": ("Y", "Y_h")}
 WEIGHTS = ("W", "R", "B", "P")
+LAYOUT_SINCE = 14  # the opset whose GRU/LSTM/RNN versions have the `layout` attribute
+CAST_BFLOAT16_SINCE = 13  # Cast's type list holds bfloat16 from this opset on
 
 assert all(set(GATES[k]) == set(GATE_NAMES[k]) for k in OPS) and set(PEEPHOLES) == set(PEEPHOLE_GATES)
 
@@ -52,7 +55,7 @@ def attributes_at(op_type: str, version: int) -> frozenset[str]:
         names.add("linear_before_reset")
     if op_type == "LSTM":
         names.add("input_forget")
-    if version >= 14:
+    if version >= LAYOUT_SINCE:
         names.add("layout")
     return frozenset(names)
 
@@ -295,8 +298,6 @@ def _count_nonfinite(array: Optional[np.ndarray], chunk: int = 1 << 22) -> int:
     """NaN/Inf count in chunks, so a memory-mapped multi-GB weight is not copied into a mask whole."""
     if array is None or array.dtype.kind not in "fV" and array.dtype.name != "bfloat16":
         return 0
-    from rnnconv.io import release_pages
-
     flat = array.reshape(-1)
     bad = 0
     try:
@@ -348,8 +349,6 @@ def attributes(layer: Layer, version: int, *, output_sequence: Optional[int] = N
     allowed = attributes_at(op, version)
     missing = sorted(k for k in attrs if k not in allowed)
     if missing:
-        from rnnconv.errors import Unsupported
-
         raise Unsupported(f"{op} node {layer.name!r}: {', '.join(missing)} cannot be expressed in {op}-{version}")
     return attrs
 

@@ -1,9 +1,2 @@
-"""Spec-exact numpy kernels for the ONNX recurrent ops, named and shaped as the spec names them."""
-
-from rnnconv.engine.op_gru import gru
-from rnnconv.engine.op_lstm import lstm
-from rnnconv.engine.op_rnn import rnn
-
-KERNELS = {"LSTM": lstm, "GRU": gru, "RNN": rnn}
-
-__all__ = ["KERNELS", "gru", "lstm", "rnn"]
+"""rnnconv's own engine (spec-exact numpy kernels for GRU/LSTM/RNN, an ONNX graph runner, an OpenVINO IR
+interpreter) and the adapters that run the real runtimes (onnxruntime, OpenVINO) beside it."""

@@ -13,8 +13,12 @@ from typing import Callable, Mapping, Union
 
 import numpy as np
 
-from rnnconv.dialects.openvino import gates as ov_gates  # activations only: see _SPEC_ORDER
-from rnnconv.dialects.openvino import ir as ovir
+from rnnconv.dialects.openvino import (
+    gates as ov_gates,  # activations only: see _SPEC_ORDER
+)
+from rnnconv.dialects.openvino import graph as ovir
+from rnnconv.dialects.openvino import reader as ov_reader
+from rnnconv.engine.recurrence import run_direction
 from rnnconv.errors import BadInput, Unsupported
 
 PRECISIONS = {"float64": np.float64, "float32": np.float32}
@@ -38,7 +42,7 @@ def run_ir(graph: Union[ovir.IRGraph, str, os.PathLike], feeds: Mapping[str, np.
     Floating-point tensors are computed in `precision`. `keep=True` returns every named tensor too.
     """
     if not isinstance(graph, ovir.IRGraph):
-        graph = ovir.read(Path(graph))
+        graph = ov_reader.read(Path(graph))
     fdt = np.dtype(PRECISIONS[precision])
     return _execute(graph, feeds, fdt, keep)[0]
 
@@ -51,6 +55,7 @@ def _float(x, fdt):
 def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None = None):
     """(values by tensor name, values by (layer id, port id)); `inner` feeds a body's Parameters by layer id."""
     producers = graph.producers()
+    result_names = dict(zip((r.id for r in graph.results()), graph.output_names()))
     computed: dict[tuple[int, int], np.ndarray] = {}
     outputs: dict[str, np.ndarray] = {}
     for layer in graph.topological():
@@ -83,12 +88,7 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
         elif layer.type == "Const":
             results = [_float(layer.value, fdt)]
         elif layer.type == "Result":
-            src = producers[(layer.id, 0)]
-            port = ovir._port(graph.by_id()[src[0]].outputs, src[1])
-            name = port.names[0] if port is not None and port.names else layer.name
-            if "output_names" in layer.element_attrs:
-                name = ovir.result_output_name(layer)
-            outputs[name] = args[0]
+            outputs[result_names[layer.id]] = args[0]
             computed[(layer.id, -1)] = args[0]
             continue
         else:
@@ -407,8 +407,6 @@ def _sequence(layer, a, fdt):
     Inputs X [N,T,I], H0 [N,D,H] (, C0 [N,D,H]), sequence_lengths [N], W [D,G*H,I], R [D,G*H,H], B [D,G*H]
     (GRU linear_before_reset: [D,4H]); outputs Y [N,D,T,H], Ho [N,D,H] (, Co [N,D,H]).
     """
-    from rnnconv.engine.recurrence import run_direction
-
     kind = layer.type[: -len("Sequence")]
     if kind == "LSTM":
         X, H0, C0, lens, W, R, B = a
@@ -419,7 +417,7 @@ def _sequence(layer, a, fdt):
     direction = layer.attrs.get("direction", "forward")
     acts = ov_gates.activations_from_attrs(kind, layer.attrs)
     clip = float(layer.attrs.get("clip", "0") or 0)
-    N, T = X.shape[0], X.shape[1]
+    N = X.shape[0]
     lens = np.asarray(lens).astype(np.int64)
     if lens.size == 1 and N != 1:
         lens = np.broadcast_to(lens, (N,))
@@ -454,8 +452,6 @@ def _cell(layer, a, fdt):
     Inputs X [N,I], H [N,H] (, C [N,H]), W [G*H,I], R [G*H,H], B [G*H] (GRU linear_before_reset: [4H]); outputs
     Ho [N,H] (, Co [N,H]).
     """
-    from rnnconv.engine.recurrence import run_direction
-
     kind = layer.type[: -len("Cell")]
     n_state = 2 if kind == "LSTM" else 1
     X, states, (W, R, B) = a[0], a[1:1 + n_state], a[1 + n_state:4 + n_state]

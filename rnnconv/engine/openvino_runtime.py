@@ -1,13 +1,18 @@
 """The real OpenVINO runtime as a second opinion: CPU, f32 precision set explicitly, bfloat16 passed as its bits.
 
-One place for what every caller needs (to-openvino, from-openvino and verify): OpenVINO's CPU plugin may run bf16
-by default on some hosts (../shared/spec/README.md), and its Python API takes and returns bf16 tensors as 16-bit
-patterns typed float16.
+One place for what every caller needs: OpenVINO's CPU plugin may run bf16 by default on some hosts
+(../shared/spec/README.md), and its Python API takes and returns bf16 tensors as 16-bit patterns typed float16.
+`python -m rnnconv.engine.openvino_runtime` runs one model in a child process (a crash of the plugin, seen in
+2026.4 on some graphs, then fails a check instead of ending rnnconv); it reads a pickled job on stdin and writes
+the pickled outputs on stdout.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import pickle
+import subprocess
+import sys
 from typing import Mapping, Optional
 
 import ml_dtypes
@@ -15,6 +20,17 @@ import numpy as np
 
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 _CORE: list = []
+
+
+class Crashed(Exception):
+    """The child process running OpenVINO ended without an answer."""
+
+
+def available() -> bool:
+    """Whether the openvino package is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("openvino") is not None
 
 
 def core():
@@ -69,13 +85,22 @@ def infer(model, feeds: Mapping[str, np.ndarray], *, reshape: bool = False) -> l
     return out
 
 
-def by_tensor_name(outputs: list[Output]) -> dict[str, np.ndarray]:
-    return {n: o.value for o in outputs for n in o.names}
-
-
-def run(path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None) -> dict[str, np.ndarray]:
-    """The IR (or ONNX, through OpenVINO's own import) at `path`, outputs by tensor name."""
-    return by_tensor_name(infer(read(path, bin_path), feeds))
+def run(path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None, *, reshape: bool = False,
+        isolate: bool = False) -> list[Output]:
+    """The IR (or ONNX, through OpenVINO's own import) at `path` on `feeds`; `isolate`: in a child process."""
+    if not isolate:
+        return infer(read(path, bin_path), feeds, reshape=reshape)
+    job = {"path": str(path), "bin": None if bin_path is None else str(bin_path), "reshape": reshape,
+           "feeds": {k: np.asarray(v) for k, v in feeds.items()}}
+    proc = subprocess.run([sys.executable, "-m", "rnnconv.engine.openvino_runtime"], input=pickle.dumps(job),
+                          capture_output=True)
+    if proc.returncode != 0 or not proc.stdout:
+        tail = (proc.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise Crashed(f"the OpenVINO runtime failed on this model ({tail[:300]})")
+    answer = pickle.loads(proc.stdout)
+    if isinstance(answer, str):
+        raise RuntimeError(answer)
+    return [Output(set(names), result, value) for names, result, value in answer]
 
 
 def _tensor(ov, value: np.ndarray, element_type):
@@ -87,3 +112,18 @@ def _tensor(ov, value: np.ndarray, element_type):
     if element_type.is_dynamic():
         return np.ascontiguousarray(value)
     return np.ascontiguousarray(value.astype(element_type.to_dtype(), copy=False))
+
+
+def _child() -> None:
+    job = pickle.load(sys.stdin.buffer)
+    try:
+        outputs = infer(read(job["path"], job["bin"]), job["feeds"], reshape=job["reshape"])
+        answer = [(sorted(o.names), o.result, o.value) for o in outputs]  # plain data: __main__ has Output
+    except Exception as err:  # OpenVINO refused the model: the caller reports it
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+        answer = f"{type(err).__name__}: {lines[0] if lines else ''}"[:300]
+    pickle.dump(answer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    _child()

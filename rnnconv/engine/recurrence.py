@@ -14,15 +14,16 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from rnnconv.activations import Activation, apply, resolve
+from rnnconv.dialects.onnx_recurrent import GATES as ONNX_GATES
+from rnnconv.dialects.onnx_recurrent import PEEPHOLES as ONNX_PEEPHOLES
 from rnnconv.errors import BadInput
 from rnnconv.io import release_pages
-from rnnconv.dialects.onnx_recurrent import GATES as ONNX_GATES, PEEPHOLES as ONNX_PEEPHOLES
 from rnnconv.layer import DIRECTIONS, Layer
 
 FLOAT_TYPES = ("float16", "bfloat16", "float32", "float64")
 
-# Packing order inside the loop: ONNX's, so the weights of an ONNX node need no copy; LSTM's f gates come first.
-_PACKING = {"RNN": ("i",), "GRU": ("z", "r", "h"), "LSTM": ("i", "o", "f", "c")}
+# Packing order inside the loop: ONNX's, so the weights of an ONNX node need no copy.
+_PACKING = ONNX_GATES
 
 
 def run_direction(

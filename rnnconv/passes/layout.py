@@ -5,9 +5,14 @@ ONNX (>= 14) layout 0: X [T,N,I], Y [T,D,N,H], states [D,N,H]; layout 1: X [N,T,
 
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 import onnx_ir as ir
 
-from rnnconv.passes.rewrite import Names, NodeRewrite, transpose
+from rnnconv.dialects import onnx_recurrent
+from rnnconv.errors import UsageError
+from rnnconv.passes.base import Rewrite, RewritePass
+from rnnconv.passes.edit import Names, transpose
 
 # perm applied to a tensor in layout `src` to give it layout `dst`.
 X_PERM = (1, 0, 2)
@@ -40,7 +45,7 @@ def transpose_outputs(rn, inner: dict, to: int, names: Names) -> tuple[list[ir.N
     return after, replaced
 
 
-def relayout(rn, to: int, names: Names) -> NodeRewrite:
+def relayout(rn, to: int, names: Names) -> Rewrite:
     """Rewrite `rn` (layout a) as Transposes -> the node with layout `to` -> Transposes back to layout a."""
     original = rn.node
     before, inputs = transpose_inputs(rn, list(original.inputs), to, names)
@@ -53,16 +58,42 @@ def relayout(rn, to: int, names: Names) -> NodeRewrite:
                    attributes=attrs, version=original.version)
     inner = {k: v for k, v in zip(_output_names(rn), outs) if rn.outputs.get(k) is not None}
     after, replaced = transpose_outputs(rn, inner, to, names)
-    return NodeRewrite(rn, [*before, node, *after], replaced, [f"layout {rn.layer.layout} -> {to} with Transposes"])
+    return Rewrite(rn, [*before, node, *after], replaced, [f"layout {rn.layer.layout} -> {to} with Transposes"])
 
 
 def _input_names(rn):
-    from rnnconv.dialects.onnx_recurrent import INPUTS
-
-    return INPUTS[rn.op][: len(rn.node.inputs)]
+    return onnx_recurrent.INPUTS[rn.op][: len(rn.node.inputs)]
 
 
 def _output_names(rn):
-    from rnnconv.dialects.onnx_recurrent import OUTPUTS
+    return onnx_recurrent.OUTPUTS[rn.op][: len(rn.node.outputs)]
 
-    return OUTPUTS[rn.op][: len(rn.node.outputs)]
+
+def select(model: ir.Model, nodes: Optional[Sequence[str]]) -> list[onnx_recurrent.RecurrentNode]:
+    """The recurrent nodes named in `nodes` (all when None); an unknown name is a usage error listing the
+    model's recurrent nodes."""
+    found = onnx_recurrent.find(model)
+    if nodes is None:
+        return found
+    by_name = {rn.name: rn for rn in found}
+    unknown = [n for n in nodes if n not in by_name]
+    if unknown:
+        listed = ", ".join(f"{rn.name} ({rn.op})" for rn in found) or "none"
+        raise UsageError(f"no recurrent node named {', '.join(map(repr, unknown))}; the model has: {listed}")
+    return [by_name[n] for n in dict.fromkeys(nodes)]
+
+
+class LayoutPass(RewritePass):
+    """Case 1: a selected node in the other layout becomes the node in layout `to` between Transposes that keep
+    the graph's values as they were (FoldTransposes then cancels the ones that meet). Case 2: a node already in
+    layout `to` is left alone. Layout 1 needs the nodes at version 14 or newer (the caller upgrades first)."""
+
+    def __init__(self, to: int, nodes: Optional[Sequence[str]] = None, observe=None):
+        super().__init__(observe)
+        if to not in (0, 1):
+            raise UsageError(f"layout must be 0 (sequence-major) or 1 (batch-major), got {to}")
+        self.to, self.nodes = to, nodes
+
+    def plan(self, model: ir.Model) -> list[Rewrite]:
+        names = Names(model.graph)
+        return [relayout(rn, self.to, names) for rn in select(model, self.nodes) if rn.layer.layout != self.to]

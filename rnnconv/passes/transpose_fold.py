@@ -13,14 +13,14 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.passes import layout as layout_pass
-from rnnconv.passes import rewrite as rw
+from rnnconv.passes import edit
+from rnnconv.passes.base import Pass, PassResult
 
 BATCH_FIRST_X = (1, 0, 2)
 MAX_ROUNDS = 100  # every rule removes a Transpose or moves one towards another; this only guards against a bug
 
 
-class FoldTransposes(ir.passes.InPlacePass):
+class FoldTransposes(Pass):
     """Cancel, merge and fold Transposes until nothing changes.
 
     Case 1: a Transpose with the identity perm is removed.
@@ -47,8 +47,8 @@ class FoldTransposes(ir.passes.InPlacePass):
         super().__init__()
         self.scope = None if scope is None else set(scope)
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        return ir.passes.PassResult(model, _Folder(model, self.scope).run())
+    def call(self, model: ir.Model) -> PassResult:
+        return PassResult(model, _Folder(model, self.scope).run())
 
 
 class _Folder:
@@ -56,7 +56,7 @@ class _Folder:
         self.model = model
         self.graph = model.graph
         self.scope = scope
-        self.names = rw.Names(self.graph)
+        self.names = edit.Names(self.graph)
         self.modified = False
 
     # ---- driver ------------------------------------------------------------------------------------------
@@ -114,7 +114,7 @@ class _Folder:
     def _constant(self, t: ir.Node) -> bool:
         """Case 3."""
         x, y = t.inputs[0], t.outputs[0]
-        array = rw.constant_array(x)
+        array = onnx_recurrent.constant_array(x)
         if array is None or y.is_graph_output() or array.ndim != len(_perm(t)):
             return False
         value = self._initializer(np.ascontiguousarray(np.transpose(array, _perm(t))), f"{x.name}_transposed")
@@ -130,7 +130,7 @@ class _Folder:
             return False
         perm = _perm(t)
         shape_value = fill.inputs[-1]
-        shape = rw.constant_array(shape_value)
+        shape = onnx_recurrent.constant_array(shape_value)
         new_nodes = []
         if shape is not None:
             if shape.shape != (len(perm),):
@@ -169,10 +169,10 @@ class _Folder:
         shared = len(data.consumers()) > 1 and _all_sliced_then_transposed(data, perm)
         if not _is_fill(data.producer()) and not shared:
             return False
-        axes = rw.constant_array(sl.inputs[3])
+        axes = onnx_recurrent.constant_array(sl.inputs[3])
         inverse = [perm.index(a) for a in range(len(perm))]
         new_axes = np.array([inverse[int(a) % len(perm)] for a in np.atleast_1d(axes)], dtype=np.int64)
-        inner, moved = rw.transpose(data, perm, self.names, f"{data.name}_transposed")
+        inner, moved = edit.transpose(data, perm, self.names, f"{data.name}_transposed")
         axes_value = self._initializer(new_axes, f"{sl.inputs[3].name}_transposed")
         out = ir.Value(name=self.names(f"{x.name}_transposed"), type=t.outputs[0].type or x.type,
                        shape=t.outputs[0].shape)
@@ -260,7 +260,7 @@ class _Folder:
         perm = _perm(t)
         rank = len(perm)
         if len(u.inputs) > 1 and u.inputs[1] is not None:
-            axes = rw.constant_array(u.inputs[1])
+            axes = onnx_recurrent.constant_array(u.inputs[1])
             if axes is None:
                 return None
             axes = [int(a) for a in np.atleast_1d(axes)]
@@ -288,7 +288,7 @@ class _Folder:
         perm = _perm(t)
         x, y, z = t.inputs[0], t.outputs[0], u.outputs[0]
         allowzero = int(u.attributes["allowzero"].value) if "allowzero" in u.attributes else 0
-        spec = rw.constant_array(u.inputs[1])
+        spec = onnx_recurrent.constant_array(u.inputs[1])
         groups = _reshape_groups(_tokens(y.shape, len(perm)), z.shape, spec, allowzero)
         if groups is None:
             return None
@@ -326,7 +326,7 @@ class _Folder:
     # ---- helpers -----------------------------------------------------------------------------------------
 
     def _transpose(self, value: ir.Value, perm: Sequence[int], like: ir.Value) -> ir.Node:
-        node, _ = rw.transpose(value, perm, self.names, f"{like.name}_transposed")
+        node, _ = edit.transpose(value, perm, self.names, f"{like.name}_transposed")
         out = node.outputs[0]
         out.type = like.type or out.type
         if like.shape is not None:
@@ -402,13 +402,13 @@ def _one_element(v: Optional[ir.Value]) -> bool:
         return False
     if v.shape is not None:
         return tuple(v.shape) == (1,)
-    array = rw.constant_array(v)
+    array = onnx_recurrent.constant_array(v)
     return array is not None and array.shape == (1,)
 
 
 def _is_slice(node: Optional[ir.Node]) -> bool:
     return (node is not None and node.op_type == "Slice" and node.domain in ("", "ai.onnx") and len(node.inputs) >= 4
-            and node.inputs[3] is not None and rw.constant_array(node.inputs[3]) is not None)
+            and node.inputs[3] is not None and onnx_recurrent.constant_array(node.inputs[3]) is not None)
 
 
 def _all_sliced_then_transposed(data: ir.Value, perm: tuple) -> bool:
@@ -506,33 +506,3 @@ def _reshape_groups(in_tokens: list, out_shape: Optional[ir.Shape], spec: Option
 
 def _same(a, b) -> bool:
     return a is b or (type(a) in (int, str) and type(a) is type(b) and a == b)
-
-
-# ---- absorb: Transpose -> layout-0 node -> Transpose becomes one layout-1 node -----------------------------
-
-def batch_first_nodes(model: ir.Model) -> list[onnx_recurrent.RecurrentNode]:
-    """Layout-0 recurrent nodes (opset >= 14) whose X is a batch-major tensor transposed to [T,N,I]."""
-    if onnx_recurrent.default_opset(model) < 14:
-        return []
-    out = []
-    for rn in onnx_recurrent.find(model):
-        producer = rn.inputs["X"].producer()
-        if rn.layer.layout == 0 and producer is not None and _is_transpose(producer) \
-                and _perm(producer) == BATCH_FIRST_X:
-            out.append(rn)
-    return out
-
-
-def absorb_plan(model: ir.Model, names: rw.Names, nodes: Optional[Sequence[onnx_recurrent.RecurrentNode]] = None
-                ) -> list[rw.NodeRewrite]:
-    """The relayout-to-1 rewrites of the batch-first nodes; FoldTransposes then cancels the exporter's pairs."""
-    return [layout_pass.relayout(rn, 1, names) for rn in (batch_first_nodes(model) if nodes is None else nodes)]
-
-
-def absorb(model: ir.Model) -> bool:
-    """Unverified in-place absorb (the verified path is `rnnconv layout --to 1`); True when anything changed."""
-    rewrites = absorb_plan(model, rw.Names(model.graph))
-    for r in rewrites:
-        rw.apply(model.graph, r)
-    FoldTransposes(scope=[n for r in rewrites for n in r.nodes])(model)
-    return bool(rewrites)

@@ -14,6 +14,9 @@ from typing import Optional
 
 import numpy as np
 
+from rnnconv.activations import Activation
+from rnnconv.dialects.openvino.graph import Pieces
+from rnnconv.errors import Unsupported
 from rnnconv.layer import Cell, Layer
 
 ORDER = {"LSTM": ("f", "i", "c", "o"), "GRU": ("z", "r", "h"), "RNN": ("i",)}
@@ -44,7 +47,6 @@ def sequence_tensors(layer: Layer) -> dict[str, np.ndarray]:
 def sequence_pieces(layer: Layer, dtype) -> dict:
     """`sequence_tensors` with W and R as `Pieces`: the source's gate views in OpenVINO order, copied only when
     written (the folded B is small and computed here)."""
-    from rnnconv.dialects.openvino.ir import Pieces
 
     order, D, H = ORDER[layer.kind], len(layer.cells), layer.hidden_size
     out = {}
@@ -87,17 +89,16 @@ def layer_from_sequence(kind: str, attrs: dict, W: np.ndarray, R: np.ndarray, B:
 
 
 def activations_from_attrs(kind: str, attrs: dict) -> tuple:
-    """OpenVINO's activations/activations_alpha/activations_beta as Activation objects (ONNX names)."""
-    from rnnconv.activations import Activation
-
+    """OpenVINO's activations/activations_alpha/activations_beta as Activation objects (ONNX names). OpenVINO
+    reads the first 1 / 2 / 3 activations of an RNN / GRU / LSTM op and ignores the rest (its ONNX import copies a
+    bidirectional ONNX list, e.g. "tanh, tanh", into RNNSequence)."""
     text = attrs.get("activations")
-    names = [s.strip() for s in text.split(",")] if text else list(DEFAULT_ACTIVATIONS[kind])
+    names = [s.strip() for s in text.split(",") if s.strip()] if text else list(DEFAULT_ACTIVATIONS[kind])
+    names = names[: len(DEFAULT_ACTIVATIONS[kind])]
     back = {v: k for k, v in ACTIVATIONS.items()}
     out = []
     for n in names:
         if n.lower() not in back:
-            from rnnconv.errors import Unsupported
-
             raise Unsupported(f"OpenVINO {SEQUENCE_OP[kind]}: activation {n!r} is not one of relu, sigmoid, tanh")
         out.append(Activation(back[n.lower()], None, None))
     return tuple(out)

@@ -7,13 +7,11 @@ from typing import Optional
 
 import numpy as np
 
-from rnnconv.dialects.openvino import ir as ovir
+from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import ops
-from rnnconv.dialects.openvino.gates import CELLS, SEQUENCES
 from rnnconv.dialects.openvino.ops import Key
 from rnnconv.errors import BadInput
 
-FOLD_LIMIT = 1 << 24  # elements: constant sub-graphs larger than this stay operations
 _SAME_SHAPE = ("Convert", *ops.UNARY.values())  # layers whose output dims are their input's
 
 
@@ -39,7 +37,7 @@ class Facts:
 
     def port(self, key: Key) -> ovir.Port:
         layer = self.layers[key[0]]
-        port = ovir._port(layer.outputs, key[1])
+        port = ovir.find_port(layer.outputs, key[1])
         if port is None:
             raise BadInput(f"IR edge from layer {layer.name!r} names output port {key[1]}, which it does not have")
         return port
@@ -140,75 +138,5 @@ class Facts:
                 self.zeros.add(out)
 
 
-def fold(layer: ovir.IRLayer, args: list[np.ndarray]) -> Optional[list[np.ndarray]]:
-    """The outputs of a layer whose inputs are all constants, computed by the IR interpreter's kernels; None when
-    it cannot be (no kernel, an error, or a result too large to store as a constant)."""
-    from rnnconv.engine.ir_graph import KERNELS
-
-    try:
-        if layer.type == "Convert":
-            results = [args[0].astype(ovir.numpy_dtype(layer.attrs["destination_type"]))]
-        elif layer.type in KERNELS and layer.type not in CELLS and layer.type not in SEQUENCES:
-            results = KERNELS[layer.type](layer, args, np.dtype(np.float32))
-            results = list(results) if isinstance(results, (list, tuple)) else [results]
-        else:
-            return None
-    except Exception:
-        return None
-    if len(results) != len(layer.outputs) or any(np.asarray(r).size > FOLD_LIMIT for r in results):
-        return None
-    out = []
-    for port, r in zip(layer.outputs, results):
-        r = np.asarray(r)
-        want = ovir.ELEMENT_TYPES.get(port.element_type)
-        out.append(r.astype(want[1]) if want is not None and r.dtype != want[1] else r)
-    return out
-
-
 def flag(attrs: dict, name: str) -> bool:
     return str(attrs.get(name, "false")).lower() in ("true", "1")
-
-
-def output_names(graph: ovir.IRGraph, ir_version: int = 11) -> list[str]:
-    """The ONNX name of each Result, as OpenVINO names that output. IR 11: the Result's `output_names` (which of
-    the port's tensor names it is), else the port's first tensor name, else the Result's name. IR 10: the port's
-    first tensor name, else the producing layer's name with ".<output index>" when it has several outputs."""
-    producers, by_id = graph.producers(), graph.by_id()
-    names = []
-    for res in graph.results():
-        src = producers.get((res.id, res.inputs[0].id if res.inputs else 0))
-        layer = by_id.get(src[0]) if src else None
-        port = ovir._port(layer.outputs, src[1]) if layer is not None else None
-        chosen = _output_names_attr(res)
-        if ir_version != 10 and chosen:
-            names.append(chosen[0])
-        elif port is not None and port.names:
-            names.append(port.names[0])
-        elif ir_version == 10 and layer is not None:
-            index = next(i for i, q in enumerate(layer.outputs) if q.id == src[1])
-            names.append(layer.name if len(layer.outputs) == 1 else f"{layer.name}.{index}")
-        else:
-            names.append(res.name)
-    return names
-
-
-def _output_names_attr(res: ovir.IRLayer) -> list[str]:
-    """The tensor names an IR 11 Result's `output_names` picks from its input port."""
-    return ovir._split_names(getattr(res, "element_attrs", {}).get("output_names", ""))
-
-
-def interpreter_names(graph: ovir.IRGraph) -> list[str]:
-    """The key under which rnnconv's IR interpreter returns each Result (`output_names`, port name, Result name)."""
-    producers, by_id = graph.producers(), graph.by_id()
-    out = []
-    for res in graph.results():
-        src = producers[(res.id, 0)]
-        port = ovir._port(by_id[src[0]].outputs, src[1])
-        chosen = _output_names_attr(res)
-        out.append(chosen[0] if chosen else port.names[0] if port is not None and port.names else res.name)
-    return out
-
-
-def param_name(layer: ovir.IRLayer) -> str:
-    port = layer.outputs[0] if layer.outputs else None
-    return port.names[0] if port is not None and port.names else layer.name

@@ -20,8 +20,17 @@ from typing import Optional
 
 import numpy as np
 
-from rnnconv.dialects.openvino import ir as ovir
-from rnnconv.dialects.openvino.ir import IRGraph, IRLayer, Out, Pieces, Port
+from rnnconv.dialects.onnx_recurrent import GATES, PEEPHOLES
+from rnnconv.dialects.openvino import writer as ov_writer
+from rnnconv.dialects.openvino.graph import (
+    Edge,
+    IRGraph,
+    IRLayer,
+    Out,
+    Pieces,
+    Port,
+    element_type_of,
+)
 from rnnconv.errors import Unsupported
 from rnnconv.layer import Layer
 
@@ -73,7 +82,7 @@ def _cell_body(layer: Layer, d: int, I: int, dt, external: bool) -> tuple[IRGrap
         # Constant weights are body Consts; computed ones enter as TensorIterator invariant inputs.
         if not external:
             v = np.asarray(getattr(cell, tensor)[g])
-            return b.const(Pieces([v], v.shape, dt) if v.nbytes >= ovir.VIEW_BYTES else np.asarray(v, dtype=dt))
+            return b.const(Pieces([v], v.shape, dt) if v.nbytes >= ov_writer.VIEW_BYTES else np.asarray(v, dtype=dt))
         if (tensor, g) not in weight_params:
             dims = [H, I] if tensor == "W" else [H, H] if tensor == "R" else [H]
             p = b.parameter(f"{tensor}_{g}", _et(dt), dims)
@@ -166,8 +175,6 @@ def _cell_body(layer: Layer, d: int, I: int, dt, external: bool) -> tuple[IRGrap
 
 
 def _et(dt) -> str:
-    from rnnconv.dialects.openvino.ir import element_type_of
-
     return element_type_of(dt)
 
 
@@ -187,8 +194,6 @@ def tensor_iterator(g: IRGraph, layer: Layer, d: int, x: Out, h0: Out, c0, lens:
     t0 = g.const(np.array([0], np.int64))
     sources = [("x", x), ("h", h0)] + ([("c", c0)] if c0 is not None else []) + [("t", t0), ("lens", lens)]
     sources += [(key, gate_weights[key]) for key in ids if isinstance(key, tuple)]
-    from rnnconv.dialects.openvino.ir import Edge
-
     for port_id, (key, src) in enumerate(sources):
         ti.inputs.append(Port(port_id, src.element_type, None if src.dims is None else list(src.dims)))
         g.edges.append(Edge(src.layer.id, src.port.id, ti.id, port_id))
@@ -217,8 +222,6 @@ def tensor_iterator(g: IRGraph, layer: Layer, d: int, x: Out, h0: Out, c0, lens:
 def _gate_weights(g: IRGraph, layer: Layer, onnx_weights: dict, dt, i64) -> list[dict]:
     """Per direction {(tensor, gate): Out} sliced out of ONNX W [D,G*H,I], R, B [D,2*G*H], P [D,3H] with Split
     (ONNX gate order: LSTM i,o,f,c; GRU z,r,h; peepholes i,o,f)."""
-    from rnnconv.dialects.onnx_recurrent import GATES, PEEPHOLES
-
     D, H = layer.num_directions, layer.hidden_size
     gates = GATES[layer.kind]
     out = [{} for _ in range(D)]

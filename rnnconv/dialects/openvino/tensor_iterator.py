@@ -7,9 +7,10 @@ from typing import Optional
 
 import numpy as np
 
-from rnnconv.dialects.openvino import ir as ovir
+from rnnconv.dialects.openvino import graph as ovir
+from rnnconv.dialects.openvino.fold import FOLDERS, fold
 from rnnconv.dialects.openvino.gates import CELLS
-from rnnconv.dialects.openvino.ir_facts import Facts, flag, fold
+from rnnconv.dialects.openvino.ir_facts import Facts, flag
 from rnnconv.dialects.openvino.ops import Key
 from rnnconv.errors import BadInput, Unsupported
 
@@ -32,8 +33,6 @@ SHAPE_ONLY = ("Squeeze", "Unsqueeze", "Reshape")
 
 def _shape_after(layer: ovir.IRLayer, dims: list[int], facts: Facts):
     """Output shape of a Squeeze / Unsqueeze / Reshape for an example input shape (None: not constant)."""
-    from rnnconv.engine.ir_graph import KERNELS
-
     args = [np.zeros(dims, dtype=np.float32)]
     for i in range(1, len(layer.inputs)):
         c = facts.consts.get(facts.input_key(layer, i))
@@ -41,7 +40,7 @@ def _shape_after(layer: ovir.IRLayer, dims: list[int], facts: Facts):
             return None
         args.append(c)
     try:
-        return list(np.asarray(KERNELS[layer.type](layer, args, np.dtype(np.float32))).shape)
+        return list(np.asarray(FOLDERS[layer.type](layer, *args)).shape)
     except Exception:
         return None
 

@@ -1,8 +1,8 @@
-"""OpenVINO IR (versions 10 and 11) to ONNX, recurrent layers as ONNX GRU / LSTM / RNN (`rnnconv.from_openvino`).
+"""OpenVINO IR (versions 10 and 11) to ONNX, recurrent layers as ONNX GRU / LSTM / RNN (`rnnconv.commands.from_openvino`).
 
 Specs: OpenVINO GRUSequence-5, LSTMSequence-5, RNNSequence-5, GRUCell-3, LSTMCell-1/4, RNNCell-0,
 TensorIterator-1 (docs.openvino.ai, Operation Specifications; ../shared/spec/) and ONNX GRU / LSTM / RNN
-(onnx.ai/onnx/operators/onnx__GRU.html etc.). The mapping is the inverse of `rnnconv.dialects.openvino.convert`:
+(onnx.ai/onnx/operators/onnx__GRU.html etc.). The mapping is the inverse of `rnnconv.dialects.openvino.from_onnx`:
 
 1. Sequence ops: gates f,i,c,o -> i,o,f,c (`gates.layer_from_sequence`); the folded bias comes back as
    B = [Wb, Rb] with Rb = 0, exact because only the sum enters the equations (GRU linear_before_reset's 4H bias:
@@ -23,17 +23,18 @@ from typing import Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv import io
+from rnnconv import schemas
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino import gates as ov_gates
-from rnnconv.dialects.openvino import ir as ovir
+from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import ops
+from rnnconv.dialects.openvino.fold import fold
 from rnnconv.dialects.openvino.gates import SEQUENCES
-from rnnconv.dialects.openvino.ir_facts import Facts, flag, fold, output_names, param_name
-from rnnconv.dialects.openvino.ir_validate import parameter_dims, unsupported_layers
+from rnnconv.dialects.openvino.ir_facts import Facts, flag
 from rnnconv.dialects.openvino.onnx_builder import Builder
 from rnnconv.dialects.openvino.ops import Key
 from rnnconv.dialects.openvino.tensor_iterator import one_cell_step
+from rnnconv.dialects.openvino.validate import parameter_dims, unsupported_layers
 from rnnconv.errors import BadInput, Unsupported
 from rnnconv.layer import Cell, Layer
 
@@ -43,19 +44,18 @@ MIN_OPSET = 7
 class Converter:
     """One IR graph to one ONNX model: each layer folded, mapped as a recurrent op, or through `ops.REVERSE`."""
 
-    def __init__(self, graph: ovir.IRGraph, opset: int, layout: int, ir_version: int = 11):
+    def __init__(self, graph: ovir.IRGraph, opset: int, layout: int):
         self.g = graph
         self.facts = Facts(graph)
         self.layout = layout
-        self.output_names = output_names(graph, ir_version)
+        self.output_names = graph.output_names()
         names = set(self.output_names)
         for p in graph.parameters():
-            names.add(param_name(p))
+            names.add(ovir.parameter_name(p))
         self.b = Builder(opset, names)
         self.values: dict[Key, ir.Value] = {}
         self.rewrites: list[dict] = []
         self.roles: dict[tuple, str] = {}  # (parameter key, axis) -> "N" / "T"
-        self.lengths: dict[Key, int] = {}  # parameters that feed sequence lengths -> the T they count up to
 
     # values
     def value(self, key: Key) -> ir.Value:
@@ -103,13 +103,13 @@ class Converter:
         graph = ir.Graph(inputs, outputs, nodes=self.b.nodes, initializers=list(self.b.initializers.values()),
                          opset_imports={"": self.b.opset}, name=self.g.name or "model")
         _eliminate_dead(graph)
-        return ir.Model(graph, ir_version=max(8, io.min_ir_version(self.b.opset)), producer_name="rnnconv")
+        return ir.Model(graph, ir_version=max(8, schemas.min_ir_version(self.b.opset)), producer_name="rnnconv")
 
     def _parameter(self, layer: ovir.IRLayer) -> ir.Value:
         dims = parameter_dims(layer)
         port = layer.outputs[0]
         et = layer.attrs.get("element_type", port.element_type)
-        v = ir.Value(name=param_name(layer), type=ir.TensorType(ir.DataType.from_numpy(ovir.numpy_dtype(et))),
+        v = ir.Value(name=ovir.parameter_name(layer), type=ir.TensorType(ir.DataType.from_numpy(ovir.numpy_dtype(et))),
                      shape=None if dims is None else ir.Shape([d if d >= 0 else None for d in dims]))
         self.b.taken.add(v.name)
         self.values[(layer.id, port.id)] = v
@@ -214,13 +214,6 @@ class Converter:
             lens_v = self.value(lens)
             if self.facts.port(lens).element_type != "i32":
                 lens_v = self.b.op1("Cast", lens_v, to=int(ir.DataType.INT32), hint="sequence_lens")
-            src, _ = self.facts.canon(lens, 0)
-            if self.facts.layers[src[0]].type == "Parameter":
-                from rnnconv import verify as verification
-
-                t = x_dims[1] if x_dims is not None and len(x_dims) == 3 and x_dims[1] >= 0 else None
-                self.lengths[src] = min(self.lengths.get(src, t or verification.DEFAULT_DIM["sequence"]),
-                                        t or verification.DEFAULT_DIM["sequence"])
         states = [self._state(h0, "initial_h"), self._state(c0, "initial_c") if c0 is not None else None]
         outs = self.emit_recurrent(kind, layer.attrs, *arrays, self.value(x), states, lens_v, layer.name)
         for port, v in zip(layer.outputs, outs):
@@ -245,7 +238,6 @@ class Converter:
         G = len(ov_gates.ORDER[kind])
         H = int(attrs.get("hidden_size", "0") or 0)
         lbr = flag(attrs, "linear_before_reset")
-        attrs = _trim_activations(kind, attrs)
         if W.ndim != 3 or R.ndim != 3 or B.ndim != 2 or H <= 0:
             raise BadInput(f"{label}: W, R, B must be 3-D, 3-D, 2-D and hidden_size positive")
         D = W.shape[0]
@@ -299,7 +291,6 @@ class Converter:
 
     def _runtime_layer(self, kind: str, attrs: dict, name: str) -> Layer:
         """The attributes of a Sequence op whose weights are computed at run time (cells hold no arrays)."""
-        attrs = _trim_activations(kind, attrs)
         direction = attrs.get("direction", "forward")
         H = int(attrs.get("hidden_size", "0") or 0)
         if direction not in ("forward", "reverse", "bidirectional") or H <= 0:
@@ -314,11 +305,11 @@ class Converter:
 
     def _runtime_weights(self, kind: str, attrs: dict, keys, label: str) -> tuple:
         """W, R, B computed at run time, put in ONNX form by graph ops: gates f,i,c,o -> i,o,f,c by Split and
-        Concat; B = [B, zeros] (GRU linear_before_reset: Wb = [bz, br, Wbh], Rb = [0, 0, Rbh])."""
+        Concat; B back to [Wb, Rb] by `gates.bias_gates`, the folded sums as Wb."""
         b = self.b
         if b.opset < 9:
-            raise Unsupported(f"{label}: weights computed at run time need ConstantOfShape (opset 9); use --opset 9 "
-                              "or newer")
+            raise Unsupported(f"{label}: weights computed at run time need ConstantOfShape (opset 9)",
+                              fixes=("opset=9",))
         order_ov, order_onnx = ov_gates.ORDER[kind], onnx_recurrent.GATES[kind]
         lbr = flag(attrs, "linear_before_reset")
 
@@ -337,13 +328,14 @@ class Converter:
 
         w, r, bias = (self.value(k) for k in keys)
         dtype = ovir.numpy_dtype(self.facts.port(keys[2]).element_type)
-        if kind == "GRU" and lbr:
-            bz, br, wbh, rbh = split(bias, 4)
-            zero = zeros_like(bz, dtype)
-            B = b.op1("Concat", bz, br, wbh, zero, zero, rbh, axis=1)
-        else:
-            folded = reorder(bias)
-            B = b.op1("Concat", folded, zeros_like(folded, dtype), axis=1)
+        # The B slots (gates.bias_gates) back to ONNX's [Wb gates, Rb gates], zeros where OpenVINO folded.
+        slots = ov_gates.bias_gates(kind, lbr)
+        parts = split(bias, len(slots)) if len(slots) > 1 else [bias]
+        zero = zeros_like(parts[0], dtype)
+        halves = {"Wb": dict.fromkeys(order_onnx, zero), "Rb": dict.fromkeys(order_onnx, zero)}
+        for (g, srcs), part in zip(slots, parts):
+            halves["Rb" if srcs == ("Rb",) else "Wb"][g] = part
+        B = b.op1("Concat", *[halves[half][g] for half in ("Wb", "Rb") for g in order_onnx], axis=1)
         return reorder(w), reorder(r), B
 
     def _tensor_iterator(self, layer: ovir.IRLayer, ins: list[Key]) -> None:
@@ -381,20 +373,6 @@ class Converter:
         self.rewrites.append({"node": layer.name, "op": "TensorIterator",
                               "what": f"TensorIterator over one {step.cell.type} step -> ONNX {kind} "
                                       f"({attrs['direction']}, layout {self.layout})"})
-
-
-def _trim_activations(kind: str, attrs: dict) -> dict:
-    """OpenVINO reads the first 1 / 2 / 3 activations of an RNN / GRU / LSTM op and ignores the rest (its ONNX
-    import copies a bidirectional ONNX list, e.g. "tanh, tanh", into RNNSequence); ONNX wants exactly that many
-    per direction."""
-    text = attrs.get("activations")
-    if not text:
-        return attrs
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    need = len(ov_gates.DEFAULT_ACTIVATIONS[kind])
-    if len(names) <= need:
-        return attrs
-    return {**attrs, "activations": ", ".join(names[:need])}
 
 
 def _eliminate_dead(graph: ir.Graph) -> None:

@@ -5,7 +5,7 @@ IR type. `REVERSE`: IR type -> the function turning such a layer back into ONNX 
 family module (`elementwise`, `matrix`, `movement`, `generation`) defines an op's two directions next to each
 other, and each mapping's docstring cites both spec pages: ONNX Operators.md (onnx.ai/onnx/operators/
 onnx__<Op>.html) and the OpenVINO operation spec (docs.openvino.ai, Operation Specifications, <Op>-<version>).
-GRU/LSTM/RNN are not here: see rnnconv.dialects.openvino.convert and rnnconv.dialects.openvino.to_onnx.
+GRU/LSTM/RNN are not here: see rnnconv.dialects.openvino.from_onnx and rnnconv.dialects.openvino.to_onnx.
 """
 
 from __future__ import annotations
@@ -14,8 +14,18 @@ import onnx_ir as ir
 
 from rnnconv.dialects.openvino.ops import elementwise, generation, matrix, movement  # noqa: F401  (registers)
 from rnnconv.dialects.openvino.ops.elementwise import BINARY, UNARY
-from rnnconv.dialects.openvino.ops.table import (REVERSE, TABLE, Context, Key, LayerContext, OpMapping, attr,
-                                                 mapping, reverse, reverse_index)
+from rnnconv.dialects.openvino.ops.table import (
+    REVERSE,
+    TABLE,
+    Context,
+    Key,
+    LayerContext,
+    OpMapping,
+    attr,
+    mapping,
+    reverse,
+    reverse_index,
+)
 
 __all__ = ["BINARY", "REVERSE", "RECURRENT", "TABLE", "UNARY", "Context", "Key", "LayerContext", "OpMapping", "attr",
            "mapping", "reverse", "reverse_index", "unsupported_ops"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.openvino.ir import element_type_of, numpy_dtype
+from rnnconv.dialects.openvino.graph import element_type_of, numpy_dtype
 from rnnconv.dialects.openvino.ops.table import attr, mapping, np_type, reverse
 from rnnconv.errors import Unsupported
 
@@ -102,7 +102,7 @@ def _from_prelu(ctx):
         if float(np.float32(alpha)) == alpha:  # ONNX attributes hold float32
             return [ctx.b.op1("LeakyRelu", ctx.v(0), alpha=alpha, hint=ctx.hint)]
     if integer and ctx.opset < 16:
-        raise ctx.unsupported("integer PRelu needs ONNX PRelu-16; use --opset 16 or newer")
+        raise ctx.unsupported("integer PRelu needs ONNX PRelu-16", opset=16)
     if slope_dims is None:
         raise ctx.unsupported("a slope of unknown rank")
     per_channel = False

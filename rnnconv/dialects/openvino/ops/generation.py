@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.openvino.ir import numpy_dtype
+from rnnconv.dialects.openvino.graph import numpy_dtype
 from rnnconv.dialects.openvino.ops.table import attr, mapping, reverse
 from rnnconv.errors import Unsupported
 
@@ -101,7 +101,7 @@ def _from_range(ctx):
     zero) or Range-1 (one type) -> ONNX Range (onnx__Range: start, limit, delta and output of one type T in
     float, double, int16, int32, int64), with a Cast of each input whose type is not the output's."""
     if ctx.opset < 11:
-        raise ctx.unsupported("ONNX Range is new in opset 11; use --opset 11 or newer")
+        raise ctx.unsupported("ONNX Range is new in opset 11", opset=11)
     types = [ctx.np_type(i) for i in range(3)]
     out_t = numpy_dtype(ctx.attr("output_type")) if ctx.attr("output_type") else types[0]
     if out_t not in _RANGE_TYPES:

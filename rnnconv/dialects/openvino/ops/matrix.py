@@ -6,7 +6,13 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects.openvino.ops.movement import flatten2d
-from rnnconv.dialects.openvino.ops.table import attr, ints_attr, mapping, np_type, reverse
+from rnnconv.dialects.openvino.ops.table import (
+    attr,
+    ints_attr,
+    mapping,
+    np_type,
+    reverse,
+)
 from rnnconv.errors import Unsupported
 
 
@@ -102,8 +108,7 @@ def _from_softmax(ctx):
         return [ctx.b.op1(onnx_op, ctx.v(0), axis=axis, hint=ctx.hint)]
     dims = ctx.dims(0)
     if dims is None or (axis % len(dims)) != len(dims) - 1:
-        raise ctx.unsupported(f"{onnx_op} over a non-last axis before opset 13 (ONNX flattens there); use "
-                              "--opset 13 or newer")
+        raise ctx.unsupported(f"{onnx_op} over a non-last axis before opset 13 (ONNX flattens there)", opset=13)
     return [ctx.b.op1(onnx_op, ctx.v(0), axis=len(dims) - 1, hint=ctx.hint)]
 
 

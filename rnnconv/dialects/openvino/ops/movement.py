@@ -6,8 +6,14 @@ from typing import Optional
 
 import numpy as np
 
-from rnnconv.dialects.openvino.ir import Out
-from rnnconv.dialects.openvino.ops.table import Context, attr, ints_attr, mapping, reverse
+from rnnconv.dialects.openvino.graph import Out
+from rnnconv.dialects.openvino.ops.table import (
+    Context,
+    attr,
+    ints_attr,
+    mapping,
+    reverse,
+)
 from rnnconv.errors import Unsupported
 
 
@@ -55,7 +61,7 @@ def _from_reshape(ctx):
         return [ctx.b.op1("Reshape", ctx.v(0), ctx.v(1), hint=ctx.hint)]
     if ctx.opset < 14:
         raise ctx.unsupported("special_zero=false with a target that may hold 0 needs ONNX Reshape allowzero "
-                              "(opset 14); use --opset 14 or newer")
+                              "(opset 14)", opset=14)
     return [ctx.b.op1("Reshape", ctx.v(0), ctx.v(1), allowzero=1, hint=ctx.hint)]
 
 
@@ -217,7 +223,7 @@ def _from_slice(ctx):
     """OpenVINO Slice-8 (start, stop, step[, axes]) -> ONNX Slice (onnx__Slice, opset 10: starts, ends, axes,
     steps); both clamp like Python slicing."""
     if ctx.opset < 10:
-        raise ctx.unsupported("ONNX Slice takes starts/ends as inputs from opset 10; use --opset 10 or newer")
+        raise ctx.unsupported("ONNX Slice takes starts/ends as inputs from opset 10", opset=10)
     args = [ctx.v(0), ctx.as_i64(1), ctx.as_i64(2)]
     args += [ctx.as_i64(4) if len(ctx.keys) > 4 else None, ctx.as_i64(3)]
     return [ctx.b.op1("Slice", *args, hint=ctx.hint)]

@@ -13,7 +13,7 @@ from typing import Callable, Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.openvino.ir import IRGraph, IRLayer, Out, numpy_dtype
+from rnnconv.dialects.openvino.graph import IRGraph, IRLayer, Out, numpy_dtype
 from rnnconv.errors import BadInput, Unsupported
 
 Key = tuple[int, int]  # (layer id, output port id) of an IR graph
@@ -153,8 +153,10 @@ class LayerContext:
     def hint(self) -> str:
         return self.layer.name
 
-    def unsupported(self, what: str) -> Unsupported:
-        return Unsupported(f"IR layer {self.layer.name!r} ({self.layer.type}-{self.layer.version}): {what}")
+    def unsupported(self, what: str, *, opset: Optional[int] = None) -> Unsupported:
+        """`opset`: the ONNX opset from which the layer can be expressed."""
+        return Unsupported(f"IR layer {self.layer.name!r} ({self.layer.type}-{self.layer.version}): {what}",
+                           fixes=(f"opset={opset}",) if opset else ())
 
     def broadcast_numpy(self) -> None:
         """Refuse an auto_broadcast other than numpy / none: ONNX broadcasts numpy-style only."""

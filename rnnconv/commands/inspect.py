@@ -1,0 +1,48 @@
+"""`inspect`: the model's opsets and one row per recurrent node, with the runtimes that can run it as is."""
+
+from __future__ import annotations
+
+from rnnconv import io
+from rnnconv.dialects import onnx_recurrent
+from rnnconv.runtimes import node_findings
+
+
+def runtimes(rn: onnx_recurrent.RecurrentNode) -> dict[str, list[str]]:
+    """For each runtime, the reasons it cannot run this node as is (empty list: it can)."""
+    return {rt: [f.problem for f in node_findings(rn, rt)] for rt in ("onnxruntime", "openvino")}
+
+
+def describe(rn: onnx_recurrent.RecurrentNode) -> dict:
+    layer = rn.layer
+    present = [k for k in ("B", "sequence_lens", "initial_h", "initial_c", "P") if rn.inputs.get(k) is not None]
+    return {
+        "name": rn.name,
+        "op": rn.op,
+        "version": rn.version,
+        "direction": layer.direction,
+        "input_size": layer.input_size,
+        "hidden_size": layer.hidden_size,
+        "layout": layer.layout,
+        "activations": [[a.name for a in c.activations] for c in layer.cells],
+        "activation_params": [[[a.alpha, a.beta] for a in c.activations] for c in layer.cells],
+        "clip": layer.clip,
+        "linear_before_reset": int(layer.linear_before_reset),
+        "input_forget": int(layer.input_forget),
+        "peepholes": layer.has_peepholes,
+        "optional_inputs": present,
+        "outputs": [k for k, v in rn.outputs.items() if v is not None],
+        "weights_constant": layer.weights_constant,
+        "dtype": getattr(layer.dtype, "name", None if layer.dtype is None else str(layer.dtype)),
+        "runs_in": {rt: not why for rt, why in runtimes(rn).items()},
+        "why_not": {rt: why for rt, why in runtimes(rn).items() if why},
+    }
+
+
+def inspect(model) -> dict:
+    """Describe a model (path, ModelProto or onnx_ir Model) as a JSON-ready dict."""
+    m = io.load(model)
+    return {
+        "ir_version": m.ir_version,
+        "opset_import": dict(m.opset_imports),
+        "nodes": [describe(rn) for rn in onnx_recurrent.find(m, io.source_name(model))],
+    }

@@ -1,0 +1,92 @@
+"""IR the conversion to ONNX refuses up front: layers that contradict each other, inputs too large to feed,
+layer types with no ONNX mapping."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from rnnconv.dialects.openvino import graph as ovir
+from rnnconv.dialects.openvino import ops
+from rnnconv.dialects.openvino.gates import SEQUENCES
+from rnnconv.errors import BadInput, human_size
+
+PARAMETER_LIMIT = 1 << 34  # elements: a declared input larger than this is refused before anything is allocated
+STRUCTURAL = {"Parameter", "Const", "Result", "TensorIterator", *SEQUENCES}  # mapped by the converter, not the op table
+
+
+def validate(graph: ovir.IRGraph, where: str = "IR") -> None:
+    """Refuse an IR whose layers contradict each other, before converting: Parameters without an output port or
+    too large to feed, edges to layers or ports that do not exist, cycles, two ports with one id, input ports fed
+    by no edge or by several, and edges whose two ends declare different ranks or static dims (every IR OpenVINO
+    writes agrees there); bodies too."""
+    by_id = graph.by_id()
+    if len(by_id) != len(graph.layers):
+        raise BadInput(f"{where}: two layers share an id")
+    for layer in graph.parameters():
+        parameter_dims(layer)
+    for e in graph.edges:
+        src, dst = by_id.get(e.from_layer), by_id.get(e.to_layer)
+        if src is None or dst is None:
+            raise BadInput(f"IR edge {e.from_layer}:{e.from_port} -> {e.to_layer}:{e.to_port} names no layer")
+        if ovir.find_port(src.outputs, e.from_port) is None:
+            raise BadInput(f"IR edge from layer {src.name!r} names output port {e.from_port}, which it does not "
+                           "have")
+        if ovir.find_port(dst.inputs, e.to_port) is None:
+            raise BadInput(f"IR edge into layer {dst.name!r} names input port {e.to_port}, which it does not have")
+    graph.topological()
+    fed: dict[tuple[int, int], int] = {}
+    for e in graph.edges:
+        fed[(e.to_layer, e.to_port)] = fed.get((e.to_layer, e.to_port), 0) + 1
+    for layer in graph.layers:
+        ids = [p.id for p in layer.inputs + layer.outputs]
+        if len(ids) != len(set(ids)):
+            raise BadInput(f"{where}: layer {layer.name!r} ({layer.type}) has two ports with the same id")
+        for p in layer.inputs:
+            n = fed.get((layer.id, p.id), 0)
+            if n != 1:
+                raise BadInput(f"{where}: input port {p.id} of layer {layer.name!r} ({layer.type}) is fed by {n} "
+                               "edges, expected 1")
+        if layer.body is not None:
+            validate(layer.body, f"{where}: body of {layer.name!r}")
+    for e in graph.edges:
+        src, dst = by_id[e.from_layer], by_id[e.to_layer]
+        a, b = ovir.find_port(src.outputs, e.from_port), ovir.find_port(dst.inputs, e.to_port)
+        if src.type in ("Parameter", "Const") and not a.dims:
+            continue  # dims left out of the port (rank from the shape attribute or the data)
+        if len(a.dims) != len(b.dims) or any(x >= 0 and y >= 0 and x != y for x, y in zip(a.dims, b.dims)):
+            raise BadInput(f"{where}: edge {src.name!r}:{e.from_port} -> {dst.name!r}:{e.to_port} joins shapes "
+                           f"{a.dims} and {b.dims}")
+
+
+def parameter_dims(layer: ovir.IRLayer) -> Optional[list[int]]:
+    """A Parameter's dims (-1 dynamic, None for a dynamic rank), refusing absurd sizes before any allocation."""
+    if not layer.outputs:
+        raise BadInput(f"IR Parameter {layer.name!r} has no <output> port")
+    port = layer.outputs[0]
+    et = layer.attrs.get("element_type", port.element_type)
+    dims = port.dims
+    if "shape" in layer.attrs and not port.dims:
+        text = layer.attrs["shape"].strip()
+        try:
+            dims = None if text == "..." else [(-1 if s.strip() in ("?", "-1") or ".." in s else int(s))
+                                                for s in text.split(",") if s.strip()]
+        except ValueError:
+            raise BadInput(f"IR Parameter {layer.name!r}: shape {text!r} is not a list of dims") from None
+    n = float(np.prod([d for d in dims or () if d >= 0], dtype=np.float64))
+    if n > PARAMETER_LIMIT:
+        nbytes = n * ovir.numpy_dtype(et).itemsize
+        raise BadInput(f"IR Parameter {ovir.parameter_name(layer)!r} declares {n:.4g} elements "
+                       f"({human_size(nbytes)}); refusing a model no input could be fed to")
+    return dims
+
+
+def unsupported_layers(graph: ovir.IRGraph) -> list[str]:
+    """Every layer type (top level) neither the recurrent mapping nor the reverse op table handles."""
+    bad: dict[str, list[str]] = {}
+    for layer in graph.layers:
+        if layer.type not in STRUCTURAL and layer.type not in ops.REVERSE:
+            bad.setdefault(f"{layer.type}-{layer.version}", []).append(layer.name)
+    return [f"layer type {t} has no ONNX mapping (layers {', '.join(repr(n) for n in names[:3])}"
+            + (f" and {len(names) - 3} more" if len(names) > 3 else "") + ")" for t, names in sorted(bad.items())]

@@ -1,0 +1,26 @@
+"""Files: reading and checking ONNX models (`reading`), writing every output atomically (`writing`), and
+memory-mapped weights (`mapping`).
+
+Which modules may import what (tests/test_layering.py enforces it): `onnx` only rnnconv.io.reading,
+rnnconv.schemas and rnnconv.engine.reference; `onnxruntime` only rnnconv.engine.onnxruntime_runtime and
+rnnconv.engine.ort_worker; `openvino` only rnnconv.engine.openvino_runtime. Everything else works on onnx_ir models
+and rnnconv's IR graphs.
+"""
+
+from rnnconv.io.mapping import KernelCopier, release_external, release_pages
+from rnnconv.io.reading import check_full, load, source_name, to_proto
+from rnnconv.io.writing import (
+    ALIGNMENT,
+    SMALL_TENSOR_BYTES,
+    EarlyCopy,
+    Staged,
+    atomic_write,
+    check_suffix,
+    external_paths,
+    guard_output,
+    save,
+)
+
+__all__ = ["ALIGNMENT", "SMALL_TENSOR_BYTES", "EarlyCopy", "KernelCopier", "Staged", "atomic_write", "check_full",
+           "check_suffix", "external_paths", "guard_output", "load", "release_external", "release_pages", "save",
+           "source_name", "to_proto"]

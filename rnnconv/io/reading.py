@@ -1,0 +1,293 @@
+"""Reading ONNX models: from a path, a ModelProto or an onnx_ir Model, every defect refused up front as one
+line (BadInput); and serializing them back to protos (for the checker and the runtimes).
+
+The in-memory graph everywhere else is `onnx_ir` (measured: it memory-maps external data, so a 1 GiB model
+loads and saves in ~73 MiB, where raw protobuf needs ~2 GiB and cannot hold a tensor over 2 GiB at all).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Union
+
+import onnx
+import onnx_ir as ir
+from google.protobuf.message import DecodeError
+
+from rnnconv import schemas
+from rnnconv.errors import BadInput, IOFailure, Unsupported
+
+ModelSource = Union[str, os.PathLike, "onnx.ModelProto", ir.Model]
+
+
+def load(source: ModelSource, *, check: bool = True) -> ir.Model:
+    """Read a model from a path, a ModelProto or an ir.Model; every failure is a one-line BadInput.
+
+    A path is checked before anything else reads it: a graph that computes nothing, an opset newer than the
+    installed onnx, external data outside the model's folder or shorter than declared are all refused.
+    """
+    if isinstance(source, ir.Model):
+        return source
+    if isinstance(source, onnx.ModelProto):
+        _check_graph(source, "<ModelProto>")
+        _check_tensors(source, "<ModelProto>")
+        if check:
+            _check_proto(source, "<ModelProto>")
+        return _deserialize(source, "<ModelProto>", check)
+    path = Path(source)
+    if not path.exists():
+        raise BadInput(f"{path}: no such file")
+    if path.is_dir():
+        raise BadInput(f"{path}: is a directory, not a model file")
+    if not path.is_file():  # a FIFO or a device (/dev/zero) would block or never end
+        raise BadInput(f"{path}: not a regular file")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except OSError as err:
+        raise IOFailure(f"{path}: cannot read ({err.strerror or err})") from err
+    except (DecodeError, RuntimeWarning, ValueError) as err:
+        raise BadInput(f"{path}: not an ONNX model ({first_line(err)})") from err
+    except Exception as err:  # protobuf's C++ parser and onnx raise more types on hostile bytes
+        raise BadInput(f"{path}: not an ONNX model ({type(err).__name__}: {first_line(err)})") from err
+    if not proto.HasField("graph") or proto.ir_version <= 0:
+        raise BadInput(f"{path}: not an ONNX model (no graph or no IR version; truncated or not ONNX?)")
+    _check_graph(proto, str(path))
+    _check_external_data(proto, path)
+    _check_tensors(proto, str(path))
+    if check:
+        # By path, so onnx resolves external data against the model's folder, not the working directory.
+        _check_proto(str(path), str(path))
+    model = _deserialize(proto, str(path), check)
+    ir.external_data.set_base_dir(model.graph, str(path.parent))
+    return model
+
+
+def _deserialize(proto: "onnx.ModelProto", where: str, checked: bool) -> ir.Model:
+    try:
+        return ir.serde.deserialize_model(proto)
+    except Exception as err:  # onnx_ir raises several types on malformed protos
+        if not checked:  # the checker names the problem better than the deserializer does
+            _check_proto(proto, where)
+        raise BadInput(f"{where}: malformed model ({_root_cause(err)})") from err
+
+
+def _root_cause(err: BaseException) -> str:
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return first_line(err)
+
+
+def _check_graph(proto: "onnx.ModelProto", where: str) -> None:
+    """What onnx.checker lets through but no command can work with."""
+    if len(proto.graph.output) == 0:
+        what = "empty graph" if len(proto.graph.node) == 0 else f"{len(proto.graph.node)} node(s)"
+        raise BadInput(f"{where}: the graph has no outputs ({what}): nothing to convert or verify")
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    latest = schemas.latest_opset()
+    if opset is not None and opset > latest:
+        raise Unsupported(f"{where}: default-domain opset {opset} is newer than the installed onnx knows "
+                          f"({latest}); upgrade onnx, or export at opset {latest} or older")
+
+
+def _check_tensors(proto: "onnx.ModelProto", where: str) -> None:
+    """Every tensor held inside the model must hold exactly what its dims and type declare: onnx.checker does
+    not compare them, and onnx_ir reads the bytes lazily (a mismatch would surface later as a numpy error)."""
+    graph = proto.graph
+    for vi in (*graph.input, *graph.output, *graph.value_info):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            _check_element_type(vi.type.tensor_type.elem_type, f"{where}: value {vi.name!r}")
+    for tensor in _all_initializers(graph):
+        label = f"{where}: tensor {tensor.name!r}"
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            _check_element_type(tensor.data_type, label)
+            continue
+        _check_element_type(tensor.data_type, label)
+        if any(d < 0 for d in tensor.dims):
+            raise BadInput(f"{label}: negative dimension in {list(tensor.dims)}")
+        if tensor.HasField("raw_data"):
+            expected = _declared_nbytes(tensor)
+            if expected is not None and expected != len(tensor.raw_data):
+                raise BadInput(f"{label}: holds {len(tensor.raw_data)} bytes, its shape {list(tensor.dims)} of "
+                               f"{onnx.TensorProto.DataType.Name(tensor.data_type)} needs {expected}")
+            continue
+        try:
+            onnx.numpy_helper.to_array(tensor)  # typed fields (float_data, ...): small by nature, check by decoding
+        except Exception as err:
+            raise BadInput(f"{label}: data does not match its shape {list(tensor.dims)} and type "
+                           f"({first_line(err)})") from err
+
+
+def _check_element_type(code: int, label: str) -> None:
+    if code not in onnx.TensorProto.DataType.values() or code == onnx.TensorProto.UNDEFINED:
+        raise BadInput(f"{label}: element type {code} is not an ONNX type")
+    try:
+        ir.DataType(code)
+    except ValueError:
+        raise Unsupported(f"{label}: element type {onnx.TensorProto.DataType.Name(code)} is not supported by the "
+                          f"installed onnx_ir") from None
+
+
+def source_name(source) -> str:
+    """How messages name a model source: its path, or a placeholder for in-memory models."""
+    return str(source) if isinstance(source, (str, os.PathLike)) else "<model>"
+
+
+def _check_proto(proto: "onnx.ModelProto | str", where: str) -> None:
+    try:
+        onnx.checker.check_model(proto, full_check=False)
+    except onnx.checker.ValidationError as err:
+        raise BadInput(f"{where}: invalid model: {_checker_message(err)}") from err
+    except Exception as err:
+        raise BadInput(f"{where}: invalid model: {first_line(err)}") from err
+
+
+def _check_external_data(proto: "onnx.ModelProto", path: Path) -> None:
+    """External data must stay inside the model's folder and hold every byte it declares."""
+    base = path.parent.resolve()
+    for tensor in _all_initializers(proto.graph):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        location = info.get("location", "")
+        where = f"{path}: initializer {tensor.name!r}"
+        if not location or os.path.isabs(location) or ".." in Path(location).parts:
+            raise BadInput(f"{where}: external data location {location!r} is outside the model's folder")
+        target = (base / location).resolve()
+        if base not in target.parents:
+            raise BadInput(f"{where}: external data location {location!r} resolves outside the model's folder")
+        if not target.exists():
+            raise BadInput(f"{where}: external data file {location!r} is missing")
+        if not target.is_file():
+            raise BadInput(f"{where}: external data {location!r} is not a regular file")
+        try:
+            offset = int(info.get("offset") or 0)
+            length = int(info["length"]) if info.get("length") else None
+        except ValueError:
+            raise BadInput(f"{where}: external data offset/length {info.get('offset')!r}/{info.get('length')!r} "
+                           f"are not integers") from None
+        expected = _declared_nbytes(tensor)
+        if offset < 0 or (length is not None and length < 0):
+            raise BadInput(f"{where}: external data offset {offset} / length {length} is negative")
+        if length is not None and expected is not None and length != expected:
+            raise BadInput(f"{where}: external data {location!r} declares {length} bytes, its shape "
+                           f"{list(tensor.dims)} needs {expected}")
+        size = target.stat().st_size
+        need = offset + (length if length is not None else (expected or 0))
+        if need > size:
+            raise BadInput(f"{where}: external data {location!r} holds {size} bytes, needs {need} (truncated?)")
+
+
+def _declared_nbytes(tensor: "onnx.TensorProto") -> int | None:
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except Exception:
+        return None
+    if tensor.data_type in _SUB_BYTE_TYPES:
+        return None
+    n = 1
+    for d in tensor.dims:
+        n *= d
+    return n * itemsize
+
+
+_SUB_BYTE_TYPES = {getattr(onnx.TensorProto, t) for t in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+                   if hasattr(onnx.TensorProto, t)}
+
+
+def _all_initializers(graph: "onnx.GraphProto"):
+    """Every tensor that can hold external data: initializers and tensor attributes, subgraphs included."""
+    yield from graph.initializer
+    yield from (t.values for t in graph.sparse_initializer)
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield attr.t
+            elif attr.type == onnx.AttributeProto.TENSORS:
+                yield from attr.tensors
+            elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                yield attr.sparse_tensor.values
+            elif attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_initializers(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _all_initializers(g)
+
+
+def _checker_message(err: Exception) -> str:
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    # The checker puts the reason first and a dump of the node after it.
+    return lines[0] if lines else type(err).__name__
+
+
+def first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def to_proto(model: ir.Model) -> "onnx.ModelProto":
+    return ir.serde.serialize_model(model)
+
+
+def check_full(model: ir.Model | "onnx.ModelProto") -> None:
+    """onnx.checker with full_check (shape inference included); raises BadInput with the checker's reason."""
+    proto = model if isinstance(model, onnx.ModelProto) else _proto_for_check(model)
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except Exception as err:
+        raise BadInput(f"model fails onnx.checker: {_checker_message(err)}") from err
+
+
+def _proto_for_check(model: ir.Model) -> "onnx.ModelProto":
+    """The model's proto with external-data weights as typed graph inputs: onnx's checker resolves external
+    data against the working directory when it is given a proto, and the weights' bytes are not its business."""
+    graph = model.graph
+    external = [v for v in graph.initializers.values() if isinstance(v.const_value, ir.ExternalTensor)]
+    if not external:
+        return to_proto(model)
+    added = [v for v in external if v not in graph.inputs]
+    try:
+        for v in external:
+            graph.initializers.pop(v.name)
+            if v.type is None:
+                v.type = ir.TensorType(v.const_value.dtype)
+            if v.shape is None:
+                v.shape = ir.Shape(v.const_value.shape)
+        graph.inputs.extend(added)
+        return to_proto(model)
+    finally:
+        for v in added:
+            graph.inputs.remove(v)
+        for v in external:
+            graph.register_initializer(v)
+
+
+def weights_as_inputs(model: ir.Model) -> tuple["onnx.ModelProto", dict]:
+    """The model's proto without initializer data (they become graph inputs) plus the arrays by name.
+
+    Weights are never copied into protobuf: external data stays memory-mapped and models over 2 GB run.
+    """
+    weights = {name: v.const_value.numpy() for name, v in model.graph.initializers.items()
+               if v.const_value is not None}
+    proto = ir.serde.serialize_model(model) if not weights else _serialize_without(model, weights)
+    return proto, weights
+
+
+def _serialize_without(model: ir.Model, weights: dict) -> "onnx.ModelProto":
+    graph = model.graph
+    saved = dict(graph.initializers)
+    extra_inputs = [v for name, v in saved.items() if v not in graph.inputs]
+    try:
+        graph.initializers.clear()
+        graph.inputs.extend(extra_inputs)
+        for v in saved.values():
+            if v.type is None and v.const_value is not None:
+                v.type = ir.TensorType(v.const_value.dtype)
+            if v.shape is None and v.const_value is not None:
+                v.shape = ir.Shape(v.const_value.shape)
+        return ir.serde.serialize_model(model)
+    finally:
+        for v in extra_inputs:
+            graph.inputs.remove(v)
+        for v in saved.values():
+            graph.register_initializer(v)

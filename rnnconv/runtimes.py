@@ -1,0 +1,127 @@
+"""What each runtime does with each recurrent construct: refuses it, or runs it wrongly without saying so, and
+the rnnconv command that fixes it. `check` lists these facts per node, `inspect` summarizes them, and the
+verification pipeline knows which refusals to expect.
+
+Every fact here was measured (../shared/spec/README.md, "Runtime facts") and is proven again by
+tests/commands/test_check.py, which runs the real runtime on a small model and observes the refusal or the wrong
+number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from rnnconv import activations as act
+from rnnconv.dialects import onnx_recurrent
+from rnnconv.dialects.openvino.gates import ACTIVATIONS as OPENVINO_ACTIVATIONS
+from rnnconv.errors import UsageError
+
+TARGETS = ("onnxruntime", "openvino", "onnx-reference")
+
+REFUSES = "refuses"  # the runtime raises: loud, but the model does not run
+WRONG = "silently wrong"  # the runtime runs and returns other numbers (or shapes) than the spec's
+
+
+@dataclasses.dataclass
+class Finding:
+    target: str
+    node: str
+    op: str
+    version: int
+    effect: str  # REFUSES or WRONG
+    problem: str
+    fix: str  # the rnnconv command (with MODEL / OUT placeholders filled in) that removes the problem
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _fixes(model: str) -> dict[str, str]:
+    stem = Path(model).stem  # outputs go to the working directory, named after the model
+    return {
+        "upgrade": f"rnnconv upgrade {model} -o {stem}.upgraded.onnx",
+        "layout0": f"rnnconv layout {model} --to 0 -o {stem}.layout0.onnx",
+        "downgrade-bf16": f"rnnconv downgrade {model} --opset 21 -o {stem}.opset21.onnx",
+        "to-openvino": f"rnnconv to-openvino {model} -o {stem}.xml",
+        "engine": "rnnconv verify REFERENCE CANDIDATE --engine rnnconv (rnnconv's engine runs it as the spec says)",
+    }
+
+
+def _has_nonzero_peepholes(rn: onnx_recurrent.RecurrentNode) -> bool:
+    layer = rn.layer
+    if not layer.has_peepholes:
+        return False
+    if not layer.weights_constant:
+        return True  # P given at run time: it may be anything
+    return any(np.any(np.asarray(p) != 0) for c in layer.cells for p in c.P.values())
+
+
+def _default_activations(rn) -> bool:
+    defaults = act.DEFAULTS[rn.op]
+    return all(tuple(a.name for a in c.activations) == defaults for c in rn.layer.cells)
+
+
+def node_findings(rn: onnx_recurrent.RecurrentNode, target: str, model: str = "MODEL") -> list[Finding]:
+    """What `target` does wrong with this node; an empty list when it runs it as the spec says."""
+    layer = rn.layer
+    fix = _fixes(model)
+    out: list[Finding] = []
+
+    def add(effect, problem, how):
+        out.append(Finding(target, rn.name, rn.op, rn.version, effect, problem, how))
+
+    dtype = getattr(layer.dtype, "name", str(layer.dtype))
+    if target == "onnxruntime":
+        if rn.version < 7:
+            add(REFUSES, f"no CPU kernel for {rn.op}-{rn.version} (onnxruntime runs {rn.op} from opset 7)",
+                fix["upgrade"])
+        if layer.layout == 1:
+            add(REFUSES, "layout=1 is refused at session creation (\"Batchwise recurrent operations (layout == 1) "
+                         "are not supported\")", fix["layout0"])
+        if dtype == "float64":
+            add(REFUSES, f"float64 {rn.op} is not run (no double kernel)",
+                "none yet (export the model in float32); to run it: " + fix["engine"])
+        if dtype == "bfloat16":
+            add(REFUSES, f"no CPU kernel for bfloat16 {rn.op} (below opset 22 rnnconv runs the node in float32 "
+                         f"between Casts)", fix["downgrade-bf16"])
+    elif target == "openvino":
+        if _has_nonzero_peepholes(rn):
+            add(WRONG, "peepholes (P) are dropped by OpenVINO's ONNX import: it runs the node as if P = 0",
+                fix["to-openvino"])
+        if layer.input_forget:
+            add(WRONG, "input_forget is dropped by OpenVINO's ONNX import: it runs the node as if input_forget = 0",
+                fix["to-openvino"])
+        if layer.layout == 1:
+            add(WRONG, "layout=1 is not read by OpenVINO's ONNX import: outputs come out in layout-0 shapes, "
+                       "no error", f"{fix['to-openvino']}, or {fix['layout0']}")
+        # OpenVINO takes the first direction's activation list for both directions (measured).
+        lists = [tuple(a.name for a in c.activations) for c in layer.cells]
+        names = set(lists[0]) - set(OPENVINO_ACTIVATIONS)
+        if names:
+            add(REFUSES, f"activations {sorted(names)} are imported but the CPU plugin fails to compile them "
+                         f"(OpenVINO runs relu, sigmoid, tanh only)", fix["to-openvino"])
+        if len(set(lists)) > 1:
+            add(WRONG, f"different activations per direction ({' | '.join(','.join(x) for x in lists)}): OpenVINO "
+                       f"runs the first direction's list for both directions, no error", fix["to-openvino"])
+    elif target == "onnx-reference":
+        if not _default_activations(rn):
+            names = [[a.name for a in c.activations] for c in layer.cells]
+            add(WRONG if rn.op != "RNN" else REFUSES,
+                f"activations {names} are not the defaults: onnx's ReferenceEvaluator "
+                + ("runs the default activations instead" if rn.op != "RNN" else
+                   "knows only Tanh (and Affine) for RNN and raises on the others"), fix["engine"])
+        if layer.clip is not None:
+            add(WRONG, f"clip={layer.clip:g} is ignored by onnx's ReferenceEvaluator", fix["engine"])
+        if layer.input_forget:
+            add(WRONG, "input_forget is ignored by onnx's ReferenceEvaluator", fix["engine"])
+        if rn.inputs.get("sequence_lens") is not None:
+            add(WRONG, "sequence_lens is ignored by onnx's ReferenceEvaluator (every sequence runs T steps)",
+                fix["engine"])
+    else:
+        raise UsageError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    return out
+
+

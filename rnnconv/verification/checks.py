@@ -1,0 +1,347 @@
+"""The one verification pipeline of every converting command: each replaced node against its replacement, then
+the whole model before against after, in rnnconv's engine and in the real runtimes.
+
+ONNX or OpenVINO IR on either side. Node checks run both sides in rnnconv's engine (the ONNX engine or the IR
+interpreter) on the node's real weights. Whole-model checks, by formats:
+
+| before -> after | first check | second check |
+| --- | --- | --- |
+| ONNX -> ONNX | engine vs engine | onnxruntime vs onnxruntime |
+| ONNX -> IR | onnxruntime vs IR interpreter | onnxruntime vs OpenVINO runtime |
+| IR -> ONNX | IR interpreter vs engine | OpenVINO runtime vs onnxruntime |
+
+An ONNX source is run in onnxruntime when it is held against IR (rnnconv's engine borrows onnx's reference ops for
+the non-recurrent ones, which have errors of their own: Softmax before opset 13); where a runtime cannot run the
+source, rnnconv's engine stands in for it. A runtime that refuses the converted model fails the check, unless the
+refusal is one rnnconv knows (`rnnconv.runtimes`): then rnnconv's engine stands in and the note says why. A check
+that cannot run at all is reported as skipped, with the reason.
+
+Layers whose weights pass BIG_WEIGHT_BYTES are checked in float32 with a small batch and sequence (each step reads
+every weight once), so that verifying a big model costs about its size once in memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Callable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import onnx_ir as ir
+
+from rnnconv import runtimes
+from rnnconv.dialects import onnx_recurrent
+from rnnconv.engine import openvino_runtime
+from rnnconv.errors import BadInput, human_size
+from rnnconv.verification import engines
+from rnnconv.verification.inputs import (
+    DEFAULT_DIM,
+    SMALL_DIM,
+    check_inputs,
+    draw_inputs,
+    read_inputs,
+)
+from rnnconv.verification.model import Model
+from rnnconv.verification.results import Check, compare_outputs, failed
+from rnnconv.verification.specs import InputSpec, merge_specs
+from rnnconv.verification.tolerance import Tolerance, Tolerances
+
+BIG_WEIGHT_BYTES = 64 << 20
+# Peak memory of OpenVINO's CPU plugin compiling an IR, per byte of its constants (measured with OpenVINO 2026.4
+# on bidirectional LSTMSequence IRs of 1 and 2.5 GB, rnnconv's and OpenVINO's own alike: 4.1x), with a margin.
+RUNTIME_COMPILE_FACTOR = 4.5
+NOT_INSTALLED = "openvino not installed: pip install 'rnnconv[openvino]'"
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckOptions:
+    """How inputs are made and outputs compared; the same for every command (and `rnnconv verify`).
+
+    dims: symbol, "batch" / "seq" or "INPUT:AXIS" -> size; ranges: input -> (lo, hi); inputs: an .npz path or a
+    dict of arrays (inputs it lacks are drawn); runs: how many input sets."""
+
+    seed: int = 0
+    runs: Optional[int] = None
+    dims: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    ranges: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+    inputs: Union[None, str, os.PathLike, Mapping[str, np.ndarray]] = None
+    tolerances: Tolerances = Tolerances()
+
+    @classmethod
+    def of(cls, *, seed: int = 0, runs: Optional[int] = None, dims=None, ranges=None, inputs=None,
+           atol: Tolerance = None, rtol: Tolerance = None, fp16_weights: bool = False) -> "CheckOptions":
+        return cls(seed, runs, dict(dims or {}), dict(ranges or {}), inputs, Tolerances(atol, rtol, fp16_weights))
+
+    @property
+    def sized_by_user(self) -> bool:
+        return bool(self.dims) or self.inputs is not None
+
+
+def precision_for(model: ir.Model, nodes: Optional[Sequence[onnx_recurrent.RecurrentNode]] = None) -> str:
+    """float64 (the engine's default), or float32 for layers whose float32 (or narrower) weights exceed
+    BIG_WEIGHT_BYTES: a float64 copy of them would double the memory a big model needs to be verified."""
+    weights = [v for rn in (nodes if nodes is not None else onnx_recurrent.find(model))
+               for k, v in rn.inputs.items() if k in onnx_recurrent.WEIGHTS and v is not None
+               and v.const_value is not None]
+    if any(v.const_value.dtype == ir.DataType.DOUBLE for v in weights):
+        return "float64"
+    return "float32" if sum(v.const_value.nbytes for v in weights) > BIG_WEIGHT_BYTES else "float64"
+
+
+# -- inputs -------------------------------------------------------------------------------------------------
+
+def input_sets(specs: Mapping[str, InputSpec], options: CheckOptions, *, small: bool = False,
+               uniform: bool = False) -> list[tuple[dict, list]]:
+    """(feeds, how each input was made) per run. `small`: the sizes of big-layer checks; `uniform`: every dynamic
+    dim the same size (for models whose dynamic dims are tied in ways the specs do not show)."""
+    given_sets: list[dict] = [{}]
+    if isinstance(options.inputs, (str, os.PathLike)):
+        given_sets = read_inputs(options.inputs, specs)
+    elif options.inputs is not None:
+        given_sets = [check_inputs(dict(options.inputs), specs, "inputs")]
+    n_runs = len(given_sets) if len(given_sets) > 1 else (options.runs or 1)
+    dims = dict(options.dims)
+    default = SMALL_DIM if small else DEFAULT_DIM
+    for role in ("batch", "sequence"):
+        dims.setdefault(role, default[role])
+    if uniform:
+        for spec in specs.values():
+            for d in spec.dims:
+                if isinstance(d, str):
+                    dims.setdefault(d, default["batch"])
+        dims.setdefault("other", default["batch"])
+    rng = np.random.default_rng(options.seed)
+    return [draw_inputs(specs, rng, dims, options.ranges, given_sets[k if len(given_sets) > 1 else 0])
+            for k in range(n_runs)]
+
+
+def describe_inputs(described: list) -> str:
+    return "; ".join(f"{i['name']} {i['dtype']}[{','.join(map(str, i['shape']))}]" for i in described)
+
+
+# -- running one side ---------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Run:
+    """One model run in one engine on every input set: outputs per set, or why it could not run."""
+
+    model: Model
+    engine: str
+    precision: str = "float64"
+    outputs: list = dataclasses.field(default_factory=list)
+    error: Optional[engines.CannotRun] = None
+
+    @property
+    def label(self) -> str:
+        return engines.label(self.engine, self.model, self.precision)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def run(model: Model, engine: str, sets: list, *, precision: str = "float64", isolate: bool = False) -> Run:
+    out = Run(model, engine, precision)
+    try:
+        for feeds, _ in sets:
+            out.outputs.append(engines.run(engine, model, feeds, precision=precision, isolate=isolate))
+    except engines.CannotRun as err:
+        out.error, out.outputs = err, []
+    return out
+
+
+def compare_runs(subject: str, ref: Run, cand: Run, options: CheckOptions, names: Sequence[str],
+                 declared: Mapping[str, object], note: str = "") -> list[Check]:
+    engines_text = ref.label if ref.label == cand.label else f"{ref.label} vs {cand.label}"
+    if not cand.ok:
+        why = f"{cand.label} cannot run it: {cand.error}"
+        return [Check(subject, engines_text, [failed(n, why) for n in names], note)]
+    checks = []
+    for k, (r, c) in enumerate(zip(ref.outputs, cand.outputs)):
+        check = compare_outputs(subject, engines_text, r, c, options.tolerances, names=names, declared=declared)
+        check.note = note
+        check.run = k if len(ref.outputs) > 1 else None
+        checks.append(check)
+    return checks
+
+
+# -- node checks ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class NodePair:
+    """A node alone (`before`) and what replaced it (`after`), as standalone models with the same inputs and
+    output names."""
+
+    subject: str
+    before: Model
+    after: Model
+    precision: str = "float64"
+
+
+def check_nodes(pairs: Sequence[NodePair], options: CheckOptions,
+                progress: Callable[[str], None] = lambda label: None) -> list[Check]:
+    """Each pair in rnnconv's engine, both sides on the same random inputs (the node's real weights)."""
+    checks = []
+    for i, pair in enumerate(pairs):
+        progress(pair.subject)
+        specs = merge_specs(pair.before, pair.after)
+        node_options = dataclasses.replace(options, seed=options.seed + i, inputs=None, runs=1)
+        sets = input_sets(specs, node_options, small=pair.precision == "float32")
+        _check_node_memory(pair, sets)
+        ref = run(pair.before, "rnnconv", sets, precision=pair.precision)
+        if not ref.ok:
+            raise BadInput(f"{pair.subject}: it does not run alone on the inputs drawn for it "
+                           f"({describe_inputs(sets[0][1])}): {ref.error}")
+        cand = run(pair.after, "rnnconv", sets, precision=pair.precision)
+        names = pair.before.output_names()
+        checks += compare_runs(pair.subject, ref, cand, options, names, pair.before.output_dtypes())
+    return checks
+
+
+def _check_node_memory(pair: NodePair, sets: list) -> None:
+    """A node check's working memory is X, every gate's projection of it and Y, in the precision it runs in:
+    refused, with the estimate, before anything is allocated."""
+    if pair.before.format != "onnx":
+        return
+    limit = 1 << 31
+    for rn in onnx_recurrent.find(pair.before.onnx):
+        x = sets[0][0].get(rn.inputs["X"].name) if rn.inputs["X"] is not None else None
+        if x is None:
+            continue
+        T, N = (x.shape[1], x.shape[0]) if rn.layer.layout else (x.shape[0], x.shape[1])
+        H, D = rn.layer.hidden_size, rn.layer.num_directions
+        need = float(T) * N * ((rn.layer.input_size or 1) + (len(onnx_recurrent.GATES[rn.op]) + 1) * H * D) * 8
+        if need > limit:
+            raise BadInput(f"{rn.op} node {rn.name!r}: checking it at its declared sizes (T={T}, N={N}) would need "
+                           f"about {human_size(need)}; the limit is {human_size(limit)}",
+                           fixes=("verify=none", "dims (when those dims are dynamic)"))
+
+
+# -- whole-model checks ---------------------------------------------------------------------------------------
+
+def _would_not_fit(model: Model) -> Optional[str]:
+    """Why the OpenVINO runtime is left out: this machine lacks the memory to compile the IR (the kernel would
+    kill the process, which says nothing about the IR). None when it fits or memory is unknown."""
+    if model.format != "ir":
+        return None
+    need = RUNTIME_COMPILE_FACTOR * sum(layer.value.nbytes for layer in model.graph.all_layers()
+                                        if layer.type == "Const" and layer.value is not None)
+    available = _available_memory()
+    if available is None or need <= available:
+        return None
+    return (f"OpenVINO runtime: compiling this IR needs about {need / 2**30:.1f} GiB ({RUNTIME_COMPILE_FACTOR}x "
+            f"its weights), {available / 2**30:.1f} GiB is available; on a machine with more, `rnnconv verify` "
+            f"with the OpenVINO engine runs it")
+
+
+def _available_memory() -> Optional[int]:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _known_refusal(model: Model, engine: str) -> Optional[str]:
+    """The refusal `rnnconv.runtimes` knows for this model and runtime (layout=1 in onnxruntime...), or None."""
+    if model.format != "onnx" or engine != "onnxruntime":
+        return None
+    found = [f for rn in onnx_recurrent.find(model.onnx) for f in runtimes.node_findings(rn, engine)
+             if f.effect == runtimes.REFUSES]
+    return f"{found[0].node}: {found[0].problem}" if found else None
+
+
+def _runtime_of(model: Model) -> str:
+    return "onnxruntime" if model.format == "onnx" else "openvino"
+
+
+def check_models(before: Model, after: Model, options: CheckOptions, *, runtime: Optional[bool] = None,
+                 isolate: bool = False, skipped: Optional[list] = None, notes: Optional[list] = None,
+                 precision: Optional[str] = None) -> list[Check]:
+    """`before` against `after` on the same inputs (see the module's table). `runtime`: run the OpenVINO
+    runtime (default: when installed); `isolate`: real runtimes run in a child process. What could not be
+    checked goes to `skipped`, how the checks were made to `notes`."""
+    skipped = [] if skipped is None else skipped
+    notes = [] if notes is None else notes
+    if precision is None:
+        precision = precision_for(before.onnx) if before.format == "onnx" else "float64"
+    small = precision == "float32"
+    specs = merge_specs(before, after)
+    names = before.output_names()
+    declared = {**after.output_dtypes(), **before.output_dtypes()}
+    use_openvino = openvino_runtime.available() if runtime is None else runtime
+    cross = before.format != after.format
+
+    # The reference: the source in its first engine that runs it, on the first input sets it runs on.
+    first = ["onnxruntime", "rnnconv"] if cross and before.format == "onnx" else ["rnnconv"]
+    attempts = [False] if options.sized_by_user else [False, True]
+    ref, sets, why = None, None, None
+    for uniform in attempts:
+        sets = input_sets(specs, options, small=small, uniform=uniform)
+        for engine in first:
+            ref = run(before, engine, sets, precision=precision, isolate=isolate)
+            if ref.ok:
+                break
+            why = ref.error
+        if ref.ok:
+            if uniform:
+                notes.append("inputs drawn with every dynamic dim the same size (the model did not run otherwise)")
+            break
+    if not ref.ok:
+        raise BadInput(f"the model does not run on the inputs drawn for it ({describe_inputs(sets[0][1])}): {why}",
+                       fixes=("dims", "ranges", "inputs", "verify=node"))
+    cand = run(after, "rnnconv", sets, precision=precision)
+    checks = compare_runs("model", ref, cand, options, names, declared)
+
+    # The runtimes: each model in its own (onnxruntime for ONNX, OpenVINO for IR).
+    def runtime_run(model: Model) -> tuple[Optional[Run], Optional[str]]:
+        engine = _runtime_of(model)
+        if engine == "openvino":
+            if not use_openvino:
+                return None, (f"{engines.label(engine, model)}: {NOT_INSTALLED}" if runtime is None else None)
+            too_big = _would_not_fit(model)
+            if too_big:
+                return None, too_big
+        if ref.engine == engine and ref.model is model:
+            return ref, None
+        return run(model, engine, sets, isolate=isolate), None
+
+    def stand_in(model: Model) -> Run:
+        return ref if ref.engine == "rnnconv" and ref.model is model else run(model, "rnnconv", sets,
+                                                                              precision=precision)
+
+    (rb, skip_b), (ra, skip_a) = runtime_run(before), runtime_run(after)
+    for side in (rb, ra):
+        if side is not None and isinstance(side.error, engines.Crashed):  # never a verdict to skip
+            return checks + compare_runs("model", side, side, options, names, declared)
+    usable_b = rb is not None and rb.ok
+    note = ""
+    if rb is not None and not rb.ok:
+        note = f"the source does not run in {rb.label}: {_known_refusal(before, rb.engine) or rb.error}"
+    if ra is None:
+        skipped.extend(s for s in (skip_a,) if s)
+        return checks
+    if not ra.ok:
+        known = _known_refusal(after, ra.engine)
+        if known is None:  # the converted model must run wherever its runtime runs the source's ops
+            return checks + compare_runs("model", rb if usable_b else stand_in(before), ra, options, names,
+                                         declared, note=_short(note))
+        if not usable_b:
+            skipped.append(f"{ra.label}: it refuses the converted model ({known}) and "
+                           f"{'cannot run the source either' if rb is not None else skip_b}")
+            return checks
+        return checks + compare_runs("model", rb, stand_in(after), options, names, declared,
+                                     note=_short(f"{ra.label} refuses the converted model: {known}"))
+    if not usable_b:
+        if rb is None and skip_b:
+            skipped.append(skip_b)
+        note = note or skip_b or ""
+        return checks + compare_runs("model", stand_in(before), ra, options, names, declared, note=_short(note))
+    return checks + compare_runs("model", rb, ra, options, names, declared)
+
+
+def _short(text: str, n: int = 160) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."

@@ -1,0 +1,188 @@
+"""Running a model in an engine: rnnconv (spec-exact numpy: the ONNX engine or the IR interpreter, float64 or
+float32), onnxruntime (ONNX, CPU) or OpenVINO (IR, or ONNX through its own import; CPU, f32).
+
+Every failure is CannotRun with the engine's reason in one line; a runtime whose process died is Crashed.
+onnxruntime and openvino are imported only when a run needs them, so importing rnnconv stays light.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Mapping, Optional
+
+import ml_dtypes
+import numpy as np
+import onnx_ir as ir
+
+from rnnconv import io
+from rnnconv.dialects.openvino import graph as ovir
+from rnnconv.dialects.openvino import writer as ov_writer
+from rnnconv.engine import onnxruntime_runtime as ort
+from rnnconv.engine import openvino_runtime
+from rnnconv.engine.ir_graph import run_ir
+from rnnconv.engine.onnx_graph import run_onnx
+from rnnconv.errors import RnnconvError, UsageError
+from rnnconv.verification.model import Model
+
+ENGINES = ("rnnconv", "onnxruntime", "openvino")
+# External weights above this many bytes are run by onnxruntime in a child process that maps them itself.
+ISOLATE_WEIGHT_BYTES = 64 << 20
+
+
+class CannotRun(Exception):
+    """An engine cannot run a model; the message says why (one line)."""
+
+
+class Crashed(CannotRun):
+    """The runtime's own process died: never a known refusal, always a failed check."""
+
+
+def label(engine: str, model: Model, precision: str = "float64") -> str:
+    """How a report names a run: `engine` / `IR interpreter` (rnnconv's, with `, float32` when not float64),
+    `onnxruntime`, `OpenVINO runtime (CPU, f32)`."""
+    if engine == "rnnconv":
+        name = "engine" if model.format == "onnx" else "IR interpreter"
+        return name if precision == "float64" else f"{name}, {precision}"
+    return {"onnxruntime": "onnxruntime", "openvino": "OpenVINO runtime (CPU, f32)"}.get(engine, engine)
+
+
+def can_read(engine: str, model: Model) -> Optional[str]:
+    """Why `engine` cannot even read the model's format (None when it can)."""
+    if engine == "onnxruntime" and model.format != "onnx":
+        return "onnxruntime reads ONNX only"
+    return None
+
+
+def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision: str = "float64",
+        isolate: bool = False) -> dict[str, np.ndarray]:
+    """Run `model` in `engine`, outputs by name. `isolate`: a real runtime runs in a child process."""
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)} or all")
+    why = can_read(engine, model)
+    if why:
+        raise CannotRun(why)
+    try:
+        if engine == "rnnconv":
+            return _run_rnnconv(model, feeds, precision)
+        if engine == "onnxruntime":
+            return _run_onnxruntime(model, feeds, isolate)
+        return _run_openvino(model, feeds, isolate)
+    except (CannotRun, RnnconvError):
+        raise  # BadInput: the model or the inputs are malformed (exit 4), whichever engine noticed
+    except ImportError as err:
+        raise CannotRun(f"{engine} is not installed ({err})") from err
+    except Exception as err:  # the engine's own error, kept to one line
+        raise CannotRun(one_line(err)) from err
+
+
+def one_line(err: BaseException) -> str:
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip() and not ln.strip().startswith("Exception from")]
+    return f"{type(err).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+def _inputs_of(model: Model) -> set[str]:
+    if model.format == "onnx":
+        return {v.name for v in model.onnx.graph.inputs}
+    return {ovir.parameter_name(p) for p in model.graph.parameters()}
+
+
+def _run_rnnconv(model: Model, feeds, precision: str) -> dict[str, np.ndarray]:
+    wanted = _inputs_of(model)
+    feeds = {k: v for k, v in feeds.items() if k in wanted}
+    if model.format == "onnx":
+        return run_onnx(model.onnx, feeds, precision)
+    try:
+        return run_ir(model.graph, feeds, precision)
+    finally:
+        model.graph.release()
+
+
+_ORT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
+              "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+              "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
+
+
+def _external_bytes(model: ir.Model) -> int:
+    return sum(v.const_value.nbytes for v in model.graph.initializers.values()
+               if isinstance(v.const_value, ir.ExternalTensor))
+
+
+def _run_onnxruntime(model: Model, feeds, isolate: bool) -> dict[str, np.ndarray]:
+    onnx_model = _bfloat16_outputs_as_float32(model.onnx)
+    wanted = _inputs_of(model)
+    feeds = {k: v for k, v in feeds.items() if k in wanted}
+    if isolate or _external_bytes(onnx_model) > ISOLATE_WEIGHT_BYTES:
+        try:
+            [(out, why)] = ort.run_isolated([onnx_model], feeds)
+        except ort.Crashed as err:
+            raise Crashed(str(err)) from err
+        if out is None:
+            raise CannotRun(why)
+        return _bfloat16_back(model, out)
+    try:
+        sess = ort.Session(onnx_model, weights_inside=_has_bfloat16(onnx_model))
+        inputs = {}
+        for i in sess.inputs():
+            if i.name in feeds:
+                want = _ORT_TYPES.get(i.type)
+                inputs[i.name] = np.asarray(feeds[i.name]).astype(want) if want else feeds[i.name]
+        return _bfloat16_back(model, sess.run(inputs))
+    finally:
+        io.release_external(onnx_model)
+
+
+def _has_bfloat16(model: ir.Model) -> bool:
+    graph = model.graph
+    return any(v.dtype == ir.DataType.BFLOAT16 for v in [*graph.inputs, *graph.initializers.values()])
+
+
+def _bfloat16_back(model: Model, out: dict) -> dict:
+    bf16 = {v.name for v in model.onnx.graph.outputs if v.dtype == ir.DataType.BFLOAT16}
+    return {n: (r.astype(ml_dtypes.bfloat16) if n in bf16 else r) for n, r in out.items()}
+
+
+def _bfloat16_outputs_as_float32(model: ir.Model) -> ir.Model:
+    """onnxruntime's Python API cannot return bfloat16 arrays: a copy whose bfloat16 outputs pass through an exact
+    Cast to float32 (the caller rounds them back)."""
+    if not any(v.dtype == ir.DataType.BFLOAT16 for v in model.graph.outputs):
+        return model
+    copy = ir.serde.deserialize_model(io.to_proto(model))
+    graph = copy.graph
+    for i, v in enumerate(list(graph.outputs)):
+        if v.dtype != ir.DataType.BFLOAT16:
+            continue
+        name = v.name
+        v.name = f"{name}.bfloat16"
+        out = ir.Value(name=name, shape=v.shape, type=ir.TensorType(ir.DataType.FLOAT))
+        graph.append(ir.Node("", "Cast", [v], attributes=[ir.AttrInt64("to", int(ir.DataType.FLOAT))],
+                             outputs=[out]))
+        graph.outputs[i] = out
+    return copy
+
+
+def _run_openvino(model: Model, feeds, isolate: bool) -> dict[str, np.ndarray]:
+    with tempfile.TemporaryDirectory(prefix="rnnconv-openvino-") as tmp:
+        path, bin_path = model.path, model.bin_path
+        if path is None or not Path(path).is_file():
+            if model.format == "onnx":
+                path, bin_path = Path(tmp) / "model.onnx", None
+                io.save(model.onnx, path, force=True)
+            else:
+                path, bin_path = ov_writer.write(model.graph, Path(tmp) / "model.xml")
+        # The CPU plugin ignores sequence_lengths on dynamic shapes (2026.4): IR runs at the feeds' static shapes.
+        try:
+            outputs = openvino_runtime.run(path, feeds, bin_path, reshape=model.format == "ir", isolate=isolate)
+        except openvino_runtime.Crashed as err:
+            raise Crashed(str(err)) from err
+    if model.format == "onnx":
+        return {n: o.value for o in outputs for n in o.names}
+    # Each Result under the name rnnconv gives it: found by the Result's name, else by a tensor name.
+    names = model.graph.output_names()
+    by_result = dict(zip((r.name for r in model.graph.results()), names))
+    out = {}
+    for o in outputs:
+        name = by_result.get(o.result) or next((n for n in sorted(o.names) if n in names), None)
+        if name is not None:
+            out[name] = o.value
+    return out

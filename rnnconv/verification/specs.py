@@ -1,0 +1,258 @@
+"""What each model input is: dtype, dims, which axes are batch and sequence, and the valid range of integer inputs
+(sequence lengths, token ids), read from ONNX or OpenVINO IR."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+import onnx_ir as ir
+
+from rnnconv.dialects import onnx_recurrent
+from rnnconv.dialects.onnx_recurrent import constant_array
+from rnnconv.dialects.openvino import graph as ovir
+from rnnconv.errors import BadInput
+from rnnconv.verification.model import Model, numpy_dtype
+
+SEQUENCE_OPS = {"LSTMSequence": 3, "GRUSequence": 2, "RNNSequence": 2}  # IR op -> sequence_lengths port
+_PASS_THROUGH = {"Identity", "Cast", "Convert"}
+
+
+@dataclasses.dataclass
+class InputSpec:
+    """A graph input: dims are ints, symbol names (str) or None (unnamed dynamic); roles name axes."""
+
+    name: str
+    dtype: np.dtype
+    dims: list
+    roles: dict = dataclasses.field(default_factory=dict)  # axis -> "batch" | "sequence"
+    int_range: Optional[tuple] = None  # inclusive valid range read from the graph
+    int_source: str = ""
+    role: str = ""  # "sequence_lens" or "token ids": values given in an inputs file are checked against it
+    lengths_of: Optional[tuple] = None  # sequence_lens: (input, axis) whose size is T; values in 1..T
+
+
+def _onnx_specs(model: ir.Model) -> dict[str, InputSpec]:
+    graph = model.graph
+    specs = {}
+    for v in graph.inputs:
+        if v.name in graph.initializers:
+            continue
+        dims = []
+        for d in (v.shape or ()):
+            if isinstance(d, int):
+                dims.append(d)
+            else:
+                sym = getattr(d, "value", None)
+                dims.append(sym if isinstance(sym, str) and sym else None)
+        specs[v.name] = InputSpec(v.name, numpy_dtype(v.dtype) or np.dtype(np.float32), dims)
+
+    for rn in onnx_recurrent.find(model):
+        t_axis, n_axis = (1, 0) if rn.layer.layout else (0, 1)
+        x = rn.inputs["X"]
+        for axis, role in ((t_axis, "sequence"), (n_axis, "batch")):
+            src = _trace_back(x, axis)
+            if src is not None and src[0] in specs:
+                specs[src[0]].roles.setdefault(src[1], role)
+        for key in ("initial_h", "initial_c"):
+            src = _trace_back(rn.inputs.get(key), n_axis)
+            if src is not None and src[0] in specs:
+                specs[src[0]].roles.setdefault(src[1], "batch")
+        lens = rn.inputs.get("sequence_lens")
+        src = _trace_back(lens, 0)
+        if src is None or src[0] not in specs:
+            continue
+        spec = specs[src[0]]
+        spec.roles.setdefault(src[1], "batch")
+        t = x.shape[t_axis] if x.shape is not None and len(x.shape) > t_axis else None
+        where = f"sequence_lens of {rn.op} {rn.name!r}"
+        if isinstance(t, int):
+            _narrow(spec, (1, t), where)
+            spec.role = "sequence_lens"
+        else:
+            x_src = _trace_back(x, t_axis)
+            if x_src is not None and x_src[0] in specs:
+                spec.lengths_of, spec.int_source, spec.role = x_src, where, "sequence_lens"
+    for v in graph.inputs:
+        if v.name in specs and specs[v.name].dtype.kind in "iu":
+            _token_range(v, specs[v.name])
+    return specs
+
+
+def _narrow(spec: InputSpec, rng: tuple, why: str) -> None:
+    if spec.int_range is None:
+        spec.int_range, spec.int_source = rng, why
+    else:
+        lo, hi = max(spec.int_range[0], rng[0]), min(spec.int_range[1], rng[1])
+        spec.int_range = (lo, max(lo, hi))
+        if why not in spec.int_source:
+            spec.int_source = f"{spec.int_source}; {why}"
+
+
+def _trace_back(value: Optional[ir.Value], axis: int, depth: int = 0) -> Optional[tuple[str, int]]:
+    """The graph input and axis that `value`'s `axis` comes from, through Transpose, Cast, Identity, Gather."""
+    if value is None or depth > 16:
+        return None
+    if value.is_graph_input():
+        return value.name, axis
+    node = value.producer()
+    if node is None:
+        return None
+    if node.op_type in _PASS_THROUGH:
+        return _trace_back(node.inputs[0], axis, depth + 1)
+    if node.op_type == "Transpose":
+        perm = node.attributes.get("perm")
+        if perm is None:
+            return None
+        return _trace_back(node.inputs[0], list(perm.value)[axis], depth + 1)
+    if node.op_type == "Gather":  # embedding lookup: ids axes come first when gathering along axis 0
+        g_axis = node.attributes["axis"].value if "axis" in node.attributes else 0
+        ids = node.inputs[1]
+        if g_axis == 0 and ids is not None and ids.shape is not None and axis < len(ids.shape):
+            return _trace_back(ids, axis, depth + 1)
+    return None
+
+
+def _token_range(value: ir.Value, spec: InputSpec, depth: int = 0) -> None:
+    """Ids that index a constant table through Gather are drawn below the table's size on that axis."""
+    if depth > 8:
+        return
+    for node, index in value.uses():
+        if node.op_type in _PASS_THROUGH | {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose"}:
+            if index == 0:
+                for out in node.outputs:
+                    _token_range(out, spec, depth + 1)
+        elif node.op_type == "Gather" and index == 1:
+            data = node.inputs[0]
+            axis = node.attributes["axis"].value if "axis" in node.attributes else 0
+            size = None
+            table = constant_array(data)
+            if table is not None:
+                size = table.shape[axis]
+            elif data is not None and data.shape is not None and isinstance(data.shape[axis], int):
+                size = data.shape[axis]
+            if size:
+                _narrow(spec, (0, size - 1), f"ids into {node.op_type} {node.name or data.name!r} "
+                                             f"(table size {size})")
+                spec.role = spec.role or "token ids"
+
+
+def _ir_specs(graph) -> dict[str, InputSpec]:
+    by_id = graph.by_id()
+    producers = graph.producers()
+    consumers: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for e in graph.edges:
+        consumers.setdefault((e.from_layer, e.from_port), []).append((e.to_layer, e.to_port))
+    specs, param_of = {}, {}
+    for p in graph.parameters():
+        if not p.outputs:
+            raise BadInput(f"IR Parameter {p.name!r} has no <output> port")
+        port = p.outputs[0]
+        name = port.names[0] if port.names else p.name
+        dims = None if port.dims is None else [None if d < 0 else int(d) for d in port.dims]
+        specs[name] = InputSpec(name, ovir.numpy_dtype(p.attrs.get("element_type", port.element_type)), dims or [])
+        param_of[p.id] = name
+
+    def back(layer_id: int, port: int, axis: int, depth=0):
+        """(parameter name, axis) feeding input `port` of `layer_id` at `axis`, through Convert/Transpose."""
+        src = producers.get((layer_id, port))
+        if src is None or depth > 16:
+            return None
+        layer = by_id[src[0]]
+        if layer.type == "Parameter":
+            return param_of.get(layer.id), axis
+        if layer.type == "Convert":
+            return back(layer.id, layer.inputs[0].id, axis, depth + 1)
+        if layer.type == "Transpose":
+            perm = _ir_const(graph, layer, 1)
+            if perm is None:
+                return None
+            return back(layer.id, layer.inputs[0].id, int(np.asarray(perm).reshape(-1)[axis]), depth + 1)
+        return None
+
+    for layer in graph.layers:
+        if layer.type in SEQUENCE_OPS:
+            ports = [p.id for p in layer.inputs]
+            for axis, role in ((0, "batch"), (1, "sequence")):
+                src = back(layer.id, ports[0], axis)
+                if src and src[0] in specs:
+                    specs[src[0]].roles.setdefault(src[1], role)
+            lens_port = SEQUENCE_OPS[layer.type]
+            for port in ports[1:lens_port + 1]:
+                src = back(layer.id, port, 0)
+                if src and src[0] in specs:
+                    specs[src[0]].roles.setdefault(src[1], "batch")
+            src = back(layer.id, ports[lens_port], 0)
+            if src and src[0] in specs:
+                x_dims = layer.inputs[0].dims
+                where = f"sequence_lengths of {layer.type} {layer.name!r}"
+                if x_dims and len(x_dims) > 1 and x_dims[1] > 0:
+                    _narrow(specs[src[0]], (1, int(x_dims[1])), where)
+                    specs[src[0]].role = "sequence_lens"
+                else:
+                    x_src = back(layer.id, ports[0], 1)
+                    if x_src and x_src[0] in specs:
+                        specs[src[0]].lengths_of, specs[src[0]].int_source = x_src, where
+                        specs[src[0]].role = "sequence_lens"
+        elif layer.type == "Gather" and len(layer.inputs) >= 2:
+            src = back(layer.id, layer.inputs[1].id, 0)
+            table = _ir_const(graph, layer, 0)
+            axis = _ir_const(graph, layer, 2)
+            if src and src[0] in specs and table is not None:
+                ax = int(np.asarray(axis).reshape(-1)[0]) if axis is not None else 0
+                size = np.asarray(table).shape[ax]
+                _narrow(specs[src[0]], (0, size - 1), f"ids into Gather {layer.name!r} (table size {size})")
+                specs[src[0]].role = specs[src[0]].role or "token ids"
+    return specs
+
+
+def _ir_const(graph, layer, port_index: int):
+    """The constant on input `port_index` of `layer` (through Convert, as fp16-compressed weights are), or None."""
+    producers, by_id = graph.producers(), graph.by_id()
+    if port_index >= len(layer.inputs):
+        return None
+    src = producers.get((layer.id, layer.inputs[port_index].id))
+    for _ in range(4):
+        if src is None:
+            return None
+        prod = by_id[src[0]]
+        if prod.type == "Const":
+            return prod.value
+        if prod.type != "Convert":
+            return None
+        src = producers.get((prod.id, prod.inputs[0].id))
+    return None
+
+
+def input_specs(model: Model) -> dict[str, InputSpec]:
+    return _onnx_specs(model.onnx) if model.format == "onnx" else _ir_specs(model.graph)
+
+
+def merge_specs(reference: Model, candidate: Model) -> dict[str, InputSpec]:
+    """The reference's inputs, with what the candidate knows added (symbol names, valid ranges, static sizes)."""
+    ref, cand = input_specs(reference), input_specs(candidate)
+    extra = sorted(set(cand) - set(ref))
+    if extra:
+        raise BadInput(f"the candidate needs input(s) {extra} that the reference does not have "
+                       f"(reference inputs: {sorted(ref)})")
+    for name, c in cand.items():
+        r = ref[name]
+        if r.dims and c.dims and len(r.dims) != len(c.dims):
+            raise BadInput(f"input {name!r}: rank {len(r.dims)} in the reference, {len(c.dims)} in the candidate")
+        if not r.dims:
+            r.dims = list(c.dims)
+        for axis, (a, b) in enumerate(zip(r.dims, c.dims)):
+            if isinstance(a, int) and isinstance(b, int) and a != b:
+                raise BadInput(f"input {name!r} axis {axis}: size {a} in the reference, {b} in the candidate")
+            if isinstance(b, int) or (a is None and isinstance(b, str)):
+                r.dims[axis] = b
+        for axis, role in c.roles.items():
+            r.roles.setdefault(axis, role)
+        if c.int_range is not None:
+            _narrow(r, c.int_range, c.int_source)
+        r.role = r.role or c.role
+        if r.lengths_of is None and c.lengths_of is not None:
+            r.lengths_of = c.lengths_of
+            r.int_source = r.int_source or c.int_source
+    return ref

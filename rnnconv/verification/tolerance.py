@@ -1,0 +1,76 @@
+"""The one tolerance policy of every comparison rnnconv makes (Polygraphy's contract).
+
+An element is bad when |candidate - reference| > atol + rtol * |reference|. The default is set by the least
+precise of: the output's declared dtype, the dtypes the two runs returned (a runtime computing in float32 is not
+held to float64's tolerance) and, when weights were stored as float16, float16. A value given for one output
+(`NAME=X`) beats a value given for all (`X`), which beats the default. Integer outputs must be equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Mapping, Optional, Union
+
+import numpy as np
+
+from rnnconv.errors import UsageError
+from rnnconv.verification import ALL_OUTPUTS
+
+# Defaults by dtype (documented in README), most precise first.
+TOLERANCES = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-5, 1e-5),
+    "float16": (2e-3, 2e-3),
+    "bfloat16": (2e-2, 2e-2),
+}
+
+# A float for every output, or output name (or ALL) -> float; None: the default.
+Tolerance = Union[None, float, Mapping[str, float]]
+
+
+def _name(dtype) -> Optional[str]:
+    if dtype is None:
+        return None
+    try:
+        return dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    except TypeError:
+        return None
+
+
+def default(*dtypes) -> tuple[float, float]:
+    """(atol, rtol) of the least precise floating dtype among `dtypes` (None and non-float ones are ignored);
+    float32's when none is floating."""
+    known = [TOLERANCES[n] for n in map(_name, dtypes) if n in TOLERANCES]
+    return max(known) if known else TOLERANCES["float32"]
+
+
+def _pick(name: str, given: Tolerance, fallback: float) -> float:
+    if given is None:
+        return fallback
+    if isinstance(given, Mapping):
+        return float(given.get(name, given.get(ALL_OUTPUTS, fallback)))
+    return float(given)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerances:
+    """What the user asked for (`atol`, `rtol`: see Tolerance) and whether weights were stored as float16."""
+
+    atol: Tolerance = None
+    rtol: Tolerance = None
+    fp16_weights: bool = False
+
+    def for_output(self, name: str, *dtypes) -> tuple[float, float]:
+        a, r = default(*dtypes, "float16" if self.fp16_weights else None)
+        return _pick(name, self.atol, a), _pick(name, self.rtol, r)
+
+    def named(self) -> set[str]:
+        """Output names given a value of their own."""
+        return {k for t in (self.atol, self.rtol) if isinstance(t, Mapping) for k in t if k != ALL_OUTPUTS}
+
+    def check_names(self, outputs: Iterable[str]) -> None:
+        unknown = sorted(self.named() - set(outputs))
+        if unknown:
+            raise UsageError(f"tolerance given for no output named {', '.join(unknown)} "
+                             f"(outputs: {', '.join(outputs)})")
+
