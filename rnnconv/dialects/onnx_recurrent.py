@@ -71,10 +71,12 @@ class RecurrentNode:
     inputs: dict[str, Optional[ir.Value]]
     outputs: dict[str, Optional[ir.Value]]
     output_sequence: Optional[int] = None  # only versions < 7 carry it
+    scope: str = ""  # where the node lies: "" in the main graph, else "If_0/then_branch/" or "function f/"
 
     @property
     def name(self) -> str:
-        return self.node.name or (self.node.outputs[0].name if self.node.outputs else "<unnamed>")
+        """The node's path: its name, prefixed with the nodes and attributes whose bodies hold it."""
+        return self.scope + node_label(self.node)
 
     def weight_values(self) -> dict[str, Optional[ir.Value]]:
         return {k: self.inputs.get(k) for k in WEIGHTS}
@@ -84,13 +86,42 @@ def default_opset(model: ir.Model) -> int:
     return model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
 
 
+def node_label(node: ir.Node) -> str:
+    return node.name or (node.outputs[0].name if node.outputs and node.outputs[0].name else node.op_type)
+
+
+def walk(model: ir.Model):
+    """(node, scope, default-domain opset) for every node of the model: the main graph, the bodies of If / Loop /
+    Scan at any depth, and model-local functions (with their own opsets). `scope` is the path to the node's graph,
+    e.g. "If_0/then_branch/"."""
+
+    def graph(g, scope: str, opset: int):
+        for node in g:
+            yield node, scope, opset
+            for attr in node.attributes.values():
+                bodies = ([attr.value] if attr.type == ir.AttributeType.GRAPH else
+                          list(attr.value) if attr.type == ir.AttributeType.GRAPHS else [])
+                for k, body in enumerate(bodies):
+                    name = attr.name if len(bodies) == 1 else f"{attr.name}[{k}]"
+                    yield from graph(body, f"{scope}{node_label(node)}/{name}/", opset)
+
+    yield from graph(model.graph, "", default_opset(model))
+    for function in model.functions.values():
+        opset = function.opset_imports.get("", function.opset_imports.get("ai.onnx", default_opset(model)))
+        yield from graph(function, f"function {function.name}/", opset)
+
+
 def find(model: ir.Model, where: str = "") -> list[RecurrentNode]:
-    """Every GRU/LSTM/RNN node of the main graph, read into canonical layers; `where` prefixes errors."""
-    opset = default_opset(model)
+    """Every GRU/LSTM/RNN node of the model (subgraphs and functions included, see `walk`), read into canonical
+    layers; `where` prefixes errors."""
+    found = []
     try:
-        return [read(n, opset) for n in model.graph if n.domain in ("", "ai.onnx") and n.op_type in OPS]
+        for node, scope, opset in walk(model):
+            if node.domain in ("", "ai.onnx") and node.op_type in OPS:
+                found.append(read(node, opset, scope))
     except BadInput as err:
         raise BadInput(f"{where}: {err}" if where else str(err)) from err
+    return found
 
 
 def _attr(node: ir.Node, name: str, default=None):
@@ -118,10 +149,10 @@ def _shape(value: Optional[ir.Value]) -> Optional[tuple]:
     return tuple(d if isinstance(d, int) else None for d in value.shape)
 
 
-def read(node: ir.Node, opset: int) -> RecurrentNode:
+def read(node: ir.Node, opset: int, scope: str = "") -> RecurrentNode:
     op = node.op_type
     version = version_of(op, opset)
-    label = f"{op} node {node.name or '<unnamed>'!r}"
+    label = f"{op} node {scope + node_label(node)!r}"
     names = INPUTS[op]
     if len(node.inputs) > len(names) or len(node.outputs) > len(OUTPUTS[op]):
         raise BadInput(f"{label}: too many inputs or outputs for {op}-{version}")
@@ -215,7 +246,7 @@ def read(node: ir.Node, opset: int) -> RecurrentNode:
         dtype=dtype, name=node.name or "",
     )
     output_sequence = int(_attr(node, "output_sequence", 0)) if version < 7 else None
-    return RecurrentNode(node, op, version, layer, inputs, outputs, output_sequence)
+    return RecurrentNode(node, op, version, layer, inputs, outputs, output_sequence, scope)
 
 
 def _check_run_inputs(label, inputs, arrays, layout, num_directions, H, input_size) -> None:

@@ -39,7 +39,8 @@ class FoldTransposes(Pass):
             on the matching axis (per-layer final states concatenated into one graph output).
 
     `scope`: when given, only Transposes among these nodes (and the ones created here, and the ones they feed) are
-    folded, so a command cleans up after its own rewrites without rewriting the rest of the model.
+    folded, so a command cleans up after its own rewrites without rewriting the rest of the model. Each graph is
+    folded on its own (the main graph, then the bodies of If / Loop / Scan).
     Nodes left without users by a fold are removed; other dead nodes are left alone.
     """
 
@@ -48,15 +49,19 @@ class FoldTransposes(Pass):
         self.scope = None if scope is None else set(scope)
 
     def call(self, model: ir.Model) -> PassResult:
-        return PassResult(model, _Folder(model, self.scope).run())
+        names = edit.Names(model.graph)  # one name space: subgraphs see the outer graphs' values
+        modified = False
+        for graph in model.graphs():  # the main graph, then every If / Loop / Scan body
+            modified = _Folder(model, graph, self.scope, names).run() or modified
+        return PassResult(model, modified)
 
 
 class _Folder:
-    def __init__(self, model: ir.Model, scope: Optional[set]):
+    def __init__(self, model: ir.Model, graph: ir.Graph, scope: Optional[set], names: edit.Names):
         self.model = model
-        self.graph = model.graph
+        self.graph = graph
         self.scope = scope
-        self.names = edit.Names(self.graph)
+        self.names = names
         self.modified = False
 
     # ---- driver ------------------------------------------------------------------------------------------
