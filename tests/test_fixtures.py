@@ -11,8 +11,8 @@ import numpy as np
 import onnx
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-TORCH = FIXTURES / "torch"
+from tests.conftest import FIXTURES, TORCH, run_onnxruntime
+
 TOL = 1e-5
 
 
@@ -30,13 +30,6 @@ def _load_maker():
 
 def _index(folder: Path) -> dict:
     return json.loads((folder / "index.json").read_text())
-
-
-def _session(path):
-    ort = pytest.importorskip("onnxruntime")
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
 SYNTHETIC = _index(FIXTURES)["fixtures"]
@@ -71,8 +64,8 @@ def test_synthetic_fixture(entry):
     needed = {i["name"] for i in entry["inputs"] if not i["has_initializer"]}
     assert set(samples.files) == needed
     if entry["onnxruntime"]:
-        outs = _session(path).run(None, {k: samples[k] for k in samples.files})
-        assert all(np.all(np.isfinite(o.astype(np.float32))) for o in outs)
+        outs = run_onnxruntime(path, {k: samples[k] for k in samples.files})
+        assert all(np.all(np.isfinite(o.astype(np.float32))) for o in outs.values())
 
 
 def test_synthetic_coverage():
@@ -98,9 +91,9 @@ def test_torch_fixture_matches_torch_in_onnxruntime(entry):
     data = np.load(TORCH / entry["data"])
     inputs = [i.name for i in model.graph.input]
     outputs = [o.name for o in model.graph.output]
-    got = _session(path).run(outputs, {k: data[k] for k in inputs})
-    for name, g in zip(outputs, got):
-        np.testing.assert_allclose(g, data[name], rtol=0, atol=TOL, err_msg=f"{entry['file']}: {name}")
+    got = run_onnxruntime(path, {k: data[k] for k in inputs})
+    for name in outputs:
+        np.testing.assert_allclose(got[name], data[name], rtol=0, atol=TOL, err_msg=f"{entry['file']}: {name}")
 
 
 def test_fixtures_folder_is_small():
