@@ -82,6 +82,9 @@ def parse_xml(data: bytes, where: str = "<xml>") -> _Element:
     try:
         parser.Parse(data, True)
     except xml.parsers.expat.ExpatError as err:
+        if data.strip() and not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+            raise BadInput(f"{where}: not XML, so not OpenVINO IR (an ONNX model? `rnnconv to-openvino` converts "
+                           f"ONNX to IR)") from err
         raise BadInput(f"{where}: not well-formed XML ({err})") from err
     if not root:
         raise BadInput(f"{where}: empty XML")
