@@ -37,7 +37,6 @@ from rnnconv.io.mapping import release_external
 
 KERNELS = {"LSTM": lstm, "GRU": gru, "RNN": rnn}
 PRECISIONS = {"float64": np.float64, "float32": np.float32}
-PLACES = ("rnnconv", "onnx reference", "onnxruntime")
 # Attributes that are not kernel arguments: output_sequence (v1..6) only says whether Y is requested.
 _NOT_KERNEL_ARGS = ("output_sequence",)
 

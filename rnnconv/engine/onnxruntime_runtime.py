@@ -75,16 +75,16 @@ class Session:
         return dict(zip(self.output_names(), _run(self.session, {**self.weights, **feeds})))
 
 
-def _run(session, feeds: Mapping[str, np.ndarray], output_names=None) -> list[np.ndarray]:
+def _run(session, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     if not any(np.asarray(v).dtype.name == "bfloat16" for v in feeds.values()):
-        return session.run(output_names, dict(feeds))
+        return session.run(None, dict(feeds))
     import onnxruntime as ort
 
     # onnxruntime's Python API takes bfloat16 only as OrtValues made from the bit pattern.
     values = {k: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.asarray(v).view(np.uint16), BFLOAT16)
               if np.asarray(v).dtype.name == "bfloat16" else ort.OrtValue.ortvalue_from_numpy(np.asarray(v))
               for k, v in feeds.items()}
-    return [v.numpy() for v in session.run_with_ort_values(output_names, values)]
+    return [v.numpy() for v in session.run_with_ort_values(None, values)]
 
 
 # Constant inputs of a node up to this size go inside its one-node model (some kernels want shapes, axes or

@@ -44,7 +44,7 @@ def test_read_recovers_the_float_lstm(tmp_path, name, per_channel, reduce_range)
     for field in ("kind", "direction", "hidden_size", "input_size", "clip", "input_forget", "has_bias",
                   "has_peepholes"):
         assert getattr(layer, field) == getattr(want, field), field
-    scales = onnx_recurrent.constant_array(node.inputs["W_scale"]), onnx_recurrent.constant_array(node.inputs["R_scale"])
+    scales = [onnx_recurrent.constant_array(node.inputs[k]) for k in ("W_scale", "R_scale")]
     for d, (got, expected) in enumerate(zip(layer.cells, want.cells)):
         assert got.activations == expected.activations
         for tensor, scale in (("W", scales[0]), ("R", scales[1])):

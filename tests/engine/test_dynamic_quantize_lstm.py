@@ -19,14 +19,20 @@ import onnxruntime as ort
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from rnnconv import io
 from rnnconv.activations import PARAMS
 from rnnconv.engine import onnxruntime_runtime
 from rnnconv.engine.onnx_graph import run_onnx
 from rnnconv.engine.op_dynamic_quantize_lstm import (
-    ONNXRUNTIME_THREADS, dynamic_quantize_lstm, mlas_fma, mlas_logistic, mlas_saturates, mlas_tanh, quantize,
+    ONNXRUNTIME_THREADS,
+    dynamic_quantize_lstm,
+    mlas_fma,
+    mlas_logistic,
+    mlas_saturates,
+    mlas_tanh,
+    quantize,
 )
 from rnnconv.errors import BadInput, NodeFailed
 
@@ -56,8 +62,8 @@ def node_model(inputs: dict, attributes: dict, outputs=("Y", "Y_h", "Y_c")):
         [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(inputs[k].dtype), inputs[k].shape)
          for k in names if k],
         [helper.make_tensor_value_info(o, TensorProto.FLOAT, [None] * (4 if o == "Y" else 3)) for o in outs if o])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-                             ir_version=8)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=8)
 
 
 def ort_run(model, feeds, threads):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
+import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-import onnx_ir as ir
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from rnnconv import io
@@ -195,7 +195,8 @@ def scan_model(directions=(0, 1), output_axis=1):
     scan = helper.make_node("Scan", ["h0", "X", "X"], ["h_last", "Ys"], name="Scan_0", body=body, num_scan_inputs=2,
                             scan_input_directions=list(directions), scan_output_axes=[output_axis])
     inits = [weights("GW", 1, 3 * H, I), weights("GR", 1, 3 * H, H), weights("P", I, H)]
-    return make_model([scan], [value("X", [T, N, I]), value("h0", [1, N, H])], [value("h_last", [1, N, H]), value("Ys", [None] * 4)],
+    return make_model([scan], [value("X", [T, N, I]), value("h0", [1, N, H])],
+                      [value("h_last", [1, N, H]), value("Ys", [None] * 4)],
                       inits)
 
 
@@ -225,7 +226,8 @@ def test_function_with_an_lstm_and_an_attribute_reference():
     function = helper.make_function("local", "ClippedLSTM", ["x", "w", "r"], ["y_h"], [body_node],
                                     [helper.make_opsetid("", 17)], attributes=["clip"])
     call = helper.make_node("ClippedLSTM", ["X", "W", "R"], ["out"], name="call", domain="local", clip=0.25)
-    model = make_model([call], [value("X", [T, N, I])], [value("out", [1, N, H])], LSTM_WEIGHTS[:2], functions=[function],
+    model = make_model([call], [value("X", [T, N, I])], [value("out", [1, N, H])], LSTM_WEIGHTS[:2],
+                       functions=[function],
                        domains=["local"])
     feeds = {"X": (3 * RNG.standard_normal((T, N, I))).astype(np.float32)}
     placements = {}
@@ -272,7 +274,8 @@ def test_quantize_dynamic_matmul_model_matches_onnxruntime(tmp_path):
 def test_version_missing_from_the_reference_runs_in_onnxruntime():
     # onnx's reference keeps DequantizeLinear from version 19 on only
     node = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])
-    inits = [numpy_helper.from_array(np.array(0.5, np.float32), "s"), numpy_helper.from_array(np.array(3, np.uint8), "z")]
+    inits = [numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+             numpy_helper.from_array(np.array(3, np.uint8), "z")]
     model = make_model([node], [value("q", [4], TensorProto.UINT8)], [value("y", [4])], inits, opset=13)
     with pytest.raises(reference.NoReference):
         reference.op("DequantizeLinear", 13, [], 3, 1, {"": 13})
@@ -285,7 +288,8 @@ def test_version_missing_from_the_reference_runs_in_onnxruntime():
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
 def test_softmax_family_before_13_runs_in_onnxruntime(op):
     x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
-    model = make_model([helper.make_node(op, ["x"], ["y"], axis=1)], [value("x", [2, 3, 4])], [value("y", [2, 3, 4])], opset=11)
+    model = make_model([helper.make_node(op, ["x"], ["y"], axis=1)], [value("x", [2, 3, 4])],
+                       [value("y", [2, 3, 4])], opset=11)
     want = ort_run(model, {"x": x})
     placements = {}
     assert_close(engine_run(model, {"x": x}, placements=placements), want, 1e-6, 1e-6)
@@ -308,6 +312,29 @@ def test_matmul_integer_runs_as_onnxruntime_computes_it():
         assert not np.array_equal(want, exact)
     else:
         np.testing.assert_array_equal(want, exact)
+
+
+@pytest.mark.parametrize("op", ["QLinearMatMul", "QLinearConv"])
+def test_qlinear_ops_run_as_onnxruntime_computes_them(op):
+    if op == "QLinearMatMul":
+        x, w = RNG.integers(128, 256, (4, 64)).astype(np.uint8), RNG.integers(-127, 128, (64, 8)).astype(np.int8)
+    else:
+        x, w = (RNG.integers(128, 256, (1, 8, 6, 6)).astype(np.uint8),
+                RNG.integers(-127, 128, (4, 8, 3, 3)).astype(np.int8))
+    scalars = {"xs": np.array(0.05, np.float32), "xz": np.array(0, np.uint8), "ws": np.array(0.05, np.float32),
+               "wz": np.array(0, np.int8), "ys": np.array(50.0, np.float32), "yz": np.array(0, np.uint8)}
+    node = helper.make_node(op, ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"])
+    model = make_model([node], [value("x", list(x.shape), TensorProto.UINT8),
+                                value("w", list(w.shape), TensorProto.INT8)],
+                       [value("y", [1, 4, 4, 4] if op == "QLinearConv" else [4, 8], TensorProto.UINT8)],
+                       [numpy_helper.from_array(v, k) for k, v in scalars.items()], opset=13)
+    want = ort_run(model, {"x": x, "w": w})["y"]
+    placements = {}
+    np.testing.assert_array_equal(engine_run(model, {"x": x, "w": w}, placements=placements)["y"], want)
+    assert placements == {op: {"onnxruntime": 1}}
+    exact = reference.op(op, 13, [], 8, 1, {"": 13})(x, scalars["xs"], scalars["xz"], w, scalars["ws"],
+                                                            scalars["wz"], scalars["ys"], scalars["yz"])[0]
+    assert np.array_equal(exact, want) != mlas_saturates()  # int16 pair saturation on AVX2 without VNNI
 
 
 def test_node_session_feeds_big_constants_and_embeds_small_ones():
