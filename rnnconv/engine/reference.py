@@ -35,8 +35,12 @@ def reference_session(model: ir.Model | "onnx.ModelProto", kernels: dict[str, Ca
 
     if isinstance(model, onnx.ModelProto):
         model = ir.serde.deserialize_model(model)
+    from onnx.reference.ops.op_scatter_elements import ScatterElements
+
+    # Scatter-9/10 is ScatterElements under its older name, which onnx's reference ops lack.
+    scatter = type("Scatter", (ScatterElements,), {"op_domain": ""})
     proto, weights = weights_as_inputs(model)
-    evaluator = ReferenceEvaluator(proto, new_ops=[make(op, k) for op, k in kernels.items()])
+    evaluator = ReferenceEvaluator(proto, new_ops=[scatter, *(make(op, k) for op, k in kernels.items())])
     return _WithWeights(evaluator, weights)
 
 
