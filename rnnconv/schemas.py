@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import onnx
 import onnx_ir as ir
 
@@ -37,7 +39,8 @@ def convert_version(model: ir.Model, target: int) -> ir.Model:
     return ir.serde.deserialize_model(converted)
 
 
-def schema_formals(op_type: str, version: int, domain: str = "") -> tuple[list[tuple], list[tuple]]:
+@functools.lru_cache(maxsize=None)
+def schema_formals(op_type: str, version: int, domain: str = "") -> tuple[tuple, tuple]:
     """The schema's formal inputs and outputs, each as (type parameter, allowed types, variadic): the allowed types
     as onnx writes them ("tensor(float)", "seq(tensor(int64))"); formals that share a type parameter must have
     one type."""
@@ -48,7 +51,7 @@ def schema_formals(op_type: str, version: int, domain: str = "") -> tuple[list[t
     def formal(f):
         return f.type_str, constraints.get(f.type_str, frozenset([f.type_str])), f.option == variadic
 
-    return [formal(f) for f in schema.inputs], [formal(f) for f in schema.outputs]
+    return tuple(formal(f) for f in schema.inputs), tuple(formal(f) for f in schema.outputs)
 
 
 def attribute_type(op_type: str, version: int, name: str, domain: str = "") -> str:

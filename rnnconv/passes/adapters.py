@@ -9,14 +9,15 @@ schema versions. A step to `None` takes an op below its first version (it replac
 
 The other ops' steps are the table `STEPS`: each line a `Step` between adjacent schema versions whose change is
 only the type lists (every step checks the node's types against the target version's lists) plus the generic
-kinds below —
-a new attribute at its default (`Default`, removed going down), a new attribute with no neutral value (`Absent`),
-a new optional input (`NewInput`), an input that became optional (`Fill`: the old default is supplied), an
-attribute that became an input (`ToAttribute`: a constant input goes back to the attribute), negative axes
-(`Negative`: normalised with the known rank). tests/passes/test_adapter_table.py re-derives every line from the
-installed onnx's schemas. Steps the kinds cannot express alone carry a specific adapter (`special`). Changes the
-schemas do not show (If-11's branches of different shapes, Pad-19's mode "wrap", Resize-19's
-"half_pixel_symmetric", ScatterElements-18's max/min) were read in the ONNX changelog (Changelog.md).
+kinds below: a new attribute at its default (`Default`, removed going down), a new attribute with no neutral value
+(`Absent`), an attribute the older version requires (`Required`), a new optional input (`NewInput`), an input that
+became optional (`Fill`: the old default is supplied), an attribute that became an input (`ToAttribute`: a
+constant input goes back to the attribute), negative axes (`Negative`: normalised with the known rank).
+tests/passes/test_adapter_table.py re-derives every line from the installed onnx's schemas. Steps the kinds cannot
+express alone carry a specific adapter (`special`). Changes the schemas do not show (If-11's branches of
+different shapes, Pad-19's mode "wrap", Resize-19's "half_pixel_symmetric", ScatterElements-18's max/min) were
+read in the ONNX changelog (Changelog.md). A step that reads a value as constant may fold the small chain of
+constant-only nodes computing it (`fold`), and says so in its `what`.
 
 Negative indices (Gather, ScatterElements, GatherElements, from opset 11): constant indices are normalised with
 the static dimension (exact); indices computed at run time are converted with a warning naming the assumption
@@ -138,14 +139,14 @@ class NodePlan:
         Constant node before the node."""
         array = np.asarray(array)
         name = self.scope.names(hint)
-        value = ir.Value(name=name, type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
-                         shape=ir.Shape(array.shape), const_value=ir.tensor(array, name=name))
+        type_, shape, tensor = ir.TensorType(ir.DataType.from_numpy(array.dtype)), ir.Shape(array.shape), ir.tensor(
+            array, name=name)
         if self.scope.in_function:
-            tensor = ir.tensor(array, name=name)
-            value = ir.Value(name=name, type=value.type, shape=value.shape)
+            value = ir.Value(name=name, type=type_, shape=shape)
             self.before.append(ir.Node("", "Constant", [], attributes=[ir.AttrTensor("value", tensor)],
                                        outputs=[value], name=self.scope.names(f"{hint}_constant")))
         else:
+            value = ir.Value(name=name, type=type_, shape=shape, const_value=tensor)
             self.initializers.append(value)
         return value
 
@@ -766,7 +767,7 @@ STEPS: list[Step] = [
     *chain("Gemm", 11, 13),
     *chain("Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25),
     *chain("Cast", 6, 9, 13), step("Cast", 13, 19, Default("saturate", 1)), *chain("Cast", 19, 21, 23),
-    step("Cast", 23, 24, Default("round_mode", "up")), *chain("Cast", 24, 25),
+    step("Cast", 23, 24, Default("round_mode", "up")), *chain("Cast", 24, 25, 28),
     step("Constant", 1, 9, special=constant_types),
     step("Constant", 9, 11, Absent("sparse_value"), Required("value")),
     step("Constant", 11, 12, *(Absent(n) for n in ("value_float", "value_floats", "value_int", "value_ints",
@@ -795,7 +796,8 @@ STEPS: list[Step] = [
     *chain("ScatterElements", 11, 13), step("ScatterElements", 13, 16, Default("reduction", "none")),
     step("ScatterElements", 16, 18, special=scatter_elements_18_16),
     *chain("Tile", 6, 13), *chain("CumSum", 11, 14), *chain("NonZero", 9, 13),
-    step("OneHot", 9, 11, Negative("axis", output_rank=True)),
+    step("OneHot", 9, 11, Negative("axis", output_rank=True)), *chain("OneHot", 11, 28), *chain("Einsum", 12, 28),
+    step("Range", 11, 27, Default("stash_type", 1)),
     step("Pad", 2, 11, ToAttribute(1, "pads"), ToAttribute(2, "value")), *chain("Pad", 11, 13),
     step("Pad", 13, 18, NewInput(3, "axes"), special=pad_18_13), step("Pad", 18, 19, special=pad_19_18),
     *chain("Pad", 19, 21, 23, 24, 25),
