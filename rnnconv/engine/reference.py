@@ -25,6 +25,9 @@ def op(op_type: str, version: int, attributes: Sequence[ir.Attr], n_inputs: int,
     from onnx.reference.op_run import RuntimeContextError
     from onnx.reference.ops import load_op
 
+    if op_type == "Scatter":
+        # Scatter-9/10 is ScatterElements under its older name, which onnx's reference ops lack.
+        op_type, version = "ScatterElements", 11
     try:
         # evaluator_cls: ops the reference implements as their schema's function body run it in onnx's evaluator.
         cls = load_op("", op_type, version, evaluator_cls=ReferenceEvaluator)

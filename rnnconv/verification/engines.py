@@ -22,7 +22,7 @@ from rnnconv.engine import onnxruntime_runtime as ort
 from rnnconv.engine import openvino_runtime
 from rnnconv.engine.ir_graph import run_ir
 from rnnconv.engine.onnx_graph import run_onnx
-from rnnconv.errors import RnnconvError, UsageError
+from rnnconv.errors import NodeFailed, RnnconvError, UsageError
 from rnnconv.verification.model import Model
 
 ENGINES = ("rnnconv", "onnxruntime", "openvino")
@@ -68,6 +68,8 @@ def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision
         if engine == "onnxruntime":
             return _run_onnxruntime(model, feeds, isolate)
         return _run_openvino(model, feeds, isolate)
+    except NodeFailed as err:
+        raise CannotRun(str(err)) from err  # these inputs, not the model: other sizes may run (runnable_sets)
     except (CannotRun, RnnconvError):
         raise  # BadInput: the model or the inputs are malformed (exit 4), whichever engine noticed
     except ImportError as err:
