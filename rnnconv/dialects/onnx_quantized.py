@@ -152,13 +152,16 @@ class QuantizedLSTM:
     inputs: dict[str, Optional[ir.Value]]
     outputs: dict[str, Optional[ir.Value]]
     scope: str = ""
+    opset: Optional[int] = None  # the default-domain opset of the graph it lies in
+    op = OP
+    version = 1
 
     @property
     def name(self) -> str:
         return self.scope + node_label(self.node)
 
 
-def read(node: ir.Node, scope: str = "") -> QuantizedLSTM:
+def read(node: ir.Node, scope: str = "", opset: Optional[int] = None) -> QuantizedLSTM:
     label = f"{OP} node {scope + node_label(node)!r}"
     if len(node.inputs) > len(INPUTS) or len(node.outputs) > len(OUTPUTS):
         raise BadInput(f"{label}: too many inputs or outputs")
@@ -202,9 +205,9 @@ def read(node: ir.Node, scope: str = "") -> QuantizedLSTM:
                   clip=None if clip is None else float(clip), input_forget=bool(attributes.get("input_forget", 0)),
                   has_bias=inputs["B"] is not None, has_peepholes=inputs["P"] is not None, weights_constant=constant,
                   dtype=np.dtype(np.float32), name=node.name or "")
-    return QuantizedLSTM(node, layer, weight_type, per_channel, inputs, outputs, scope)
+    return QuantizedLSTM(node, layer, weight_type, per_channel, inputs, outputs, scope, opset)
 
 
 def find(model: ir.Model) -> list[QuantizedLSTM]:
     """Every DynamicQuantizeLSTM of the model (bodies and functions included)."""
-    return [read(node, scope) for node, scope, _ in walk(model) if is_quantized_lstm(node)]
+    return [read(node, scope, opset) for node, scope, opset in walk(model) if is_quantized_lstm(node)]

@@ -341,11 +341,14 @@ class _GraphSteps:
             if id(v) not in mapped:
                 mapped[id(v)] = by_name[v.name]
         new_nodes = []
+        keep = node.name  # the node being replaced gives up its name: the step keeps it, not name_1, name_1_3...
         for n in g:
             ins = [None if v is None else fresh(v) if id(v) not in mapped else mapped[id(v)] for v in n.inputs]
             outs = [fresh(o) for o in n.outputs]
-            new_nodes.append(ir.Node(n.domain, n.op_type, inputs=ins, outputs=outs,
-                                     name=self.names(n.name or n.op_type), attributes=list(n.attributes.values())))
+            name = keep if keep and n.name == keep else self.names(n.name or n.op_type)
+            keep = keep if name != keep else None
+            new_nodes.append(ir.Node(n.domain, n.op_type, inputs=ins, outputs=outs, name=name,
+                                     attributes=list(n.attributes.values())))
         return new_nodes, [mapped[id(o)] for o in g.outputs]
 
     def _register(self, value: ir.Value) -> None:

@@ -70,8 +70,10 @@ class CheckOptions:
 
     @classmethod
     def of(cls, *, seed: int = 0, runs: Optional[int] = None, dims=None, ranges=None, inputs=None,
-           atol: Tolerance = None, rtol: Tolerance = None, fp16_weights: bool = False) -> "CheckOptions":
-        return cls(seed, runs, dict(dims or {}), dict(ranges or {}), inputs, Tolerances(atol, rtol, fp16_weights))
+           atol: Tolerance = None, rtol: Tolerance = None, fp16_weights: bool = False, dequantized: bool = False
+           ) -> "CheckOptions":
+        return cls(seed, runs, dict(dims or {}), dict(ranges or {}), inputs,
+                   Tolerances(atol, rtol, fp16_weights, dequantized))
 
 
 def precision_for(model: ir.Model, nodes: Optional[Sequence[onnx_recurrent.RecurrentNode]] = None) -> str:
