@@ -8,7 +8,7 @@ from rnnconv.cli.batch import converting
 from rnnconv.cli.options import option
 
 
-@converting("from-openvino", reads=".xml", writes=".onnx", verify_modes=("full", "none"))
+@converting("from-openvino", reads=".xml", writes=".onnx")
 @option("--bin", "bin", type=click.Path(dir_okay=False), default=None,
         help="The weights file (default: MODEL with the suffix .bin; one MODEL only).")
 @option("--opset", type=int, default=None,
@@ -24,8 +24,9 @@ def command(bin, opset, layout):
     Weights stored as fp16 come back decompressed; zero initial states and sequence lengths that OpenVINO
     synthesized from shapes come back absent; a TensorIterator whose body is one LSTMCell / GRUCell / RNNCell step
     becomes the ONNX sequence op. The IR runs in rnnconv's IR interpreter and in the OpenVINO runtime (CPU, f32,
-    when installed) against the ONNX model in rnnconv's engine and onnxruntime: nothing is written on a mismatch
-    (exit 1), and layers without an ONNX mapping are all listed (exit 3). Several models or directories with
+    when installed) against the ONNX model in rnnconv's engine and onnxruntime, after each recurrent layer alone
+    (--verify node: the layers only): nothing is written on a mismatch (exit 1), and layers without an ONNX
+    mapping are all listed (exit 3). Several models or directories with
     --out-dir DIR run in batch mode (see --jobs, --report).
 
     Example: rnnconv from-openvino fixtures/openvino/lstm_batch_first_legacy14.xml -o lstm.onnx

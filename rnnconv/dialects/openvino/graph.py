@@ -292,6 +292,18 @@ class IRGraph:
         """`add` for single-output operations, attributes as keywords."""
         return self.add(type_, inputs, attrs, version=version, name=name)[0]
 
+    def copy_layer(self, layer: IRLayer, inputs: Sequence[Out]) -> list[Out]:
+        """A copy of `layer` (attributes, port ids and names, body and port maps shared) fed by `inputs`."""
+        new = self._new(layer.type, layer.version, layer.name, None)
+        new.attrs = dict(layer.attrs)
+        new.body, new.port_map, new.back_edges, new.branches = (layer.body, layer.port_map, layer.back_edges,
+                                                                 layer.branches)
+        for port, src in zip(layer.inputs, inputs):
+            new.inputs.append(dataclasses.replace(port))
+            self.edges.append(Edge(src.layer.id, src.port.id, new.id, port.id))
+        new.outputs = [dataclasses.replace(p, names=list(p.names)) for p in layer.outputs]
+        return [Out(new, j) for j in range(len(new.outputs))]
+
     def result(self, src: Out, name: Optional[str] = None, output_name: Optional[str] = None) -> IRLayer:
         """A Result; `output_name` says which of the port's tensor names this output is (as ov.save_model
         writes it), needed when one port carries several names."""

@@ -29,6 +29,7 @@ from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino import gates as ov_gates
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import control_flow, ops
+from rnnconv.dialects.openvino.extract import layer_alone
 from rnnconv.dialects.openvino.fold import fold
 from rnnconv.dialects.openvino.gates import CELLS, SEQUENCES
 from rnnconv.dialects.openvino.ir_facts import Facts, flag
@@ -50,6 +51,12 @@ class Rewritten:
     layer: ovir.IRLayer
     facts: Facts  # of the graph it lies in
     ins: list[Key]
+    x_index: int = 0  # which input is X, and its batch axis (a TensorIterator's X may be time-major)
+    batch_axis: int = 0
+
+    def alone(self) -> ovir.IRGraph:
+        """The layer as an IR graph of its own (`extract.layer_alone`)."""
+        return layer_alone(self.layer, self.facts, self.ins, self.x_index, self.batch_axis)
 
 
 class Converter:
@@ -284,9 +291,10 @@ class Converter:
         self._rewritten(layer, ins, f"{layer.type}-5 -> ONNX {kind} (layout {self.layout})"
                         + (f"; synthesized {', '.join(dropped)} -> absent" if dropped else ""))
 
-    def _rewritten(self, layer: ovir.IRLayer, ins: list[Key], what: str) -> None:
+    def _rewritten(self, layer: ovir.IRLayer, ins: list[Key], what: str, x_index: int = 0,
+                   batch_axis: int = 0) -> None:
         self.rewrites.append({"node": self.path + layer.name, "op": layer.type, "what": what})
-        self.recurrent.append(Rewritten(self.path + layer.name, layer, self.facts, ins))
+        self.recurrent.append(Rewritten(self.path + layer.name, layer, self.facts, ins, x_index, batch_axis))
 
     def _cell(self, layer: ovir.IRLayer, ins: list[Key]) -> None:
         """LSTMCell-1/4, GRUCell-3, RNNCell-0 (one step: X [N,I], states [N,H]) -> an ONNX LSTM / GRU / RNN over a
@@ -308,6 +316,8 @@ class Converter:
         if any(a is None for a in arrays):
             raise Unsupported(f"{label}: W, R or B computed at run time; rnnconv maps cells with constant weights")
         b = self.b
+        for k in ins[:1 + n_state]:
+            self._mark(k, 0, "N")
         axis = 1 if self.layout == 1 else 0  # the time axis of X; the direction axis of the states
         x = b.axes_op("Unsqueeze", self.value(ins[0]), [axis])
         states = [None if self.facts.is_zero(k) else b.axes_op("Unsqueeze", self.value(k), [axis])
@@ -474,7 +484,7 @@ class Converter:
                 v = b.axes_op("Squeeze", outs[1 if role == "Ho" else 2], [d_axis])
             self.values[(layer.id, port)] = v
         self._rewritten(layer, ins, f"TensorIterator over one {step.cell.type} step -> ONNX {kind} "
-                                    f"({attrs['direction']}, layout {self.layout})")
+                                    f"({attrs['direction']}, layout {self.layout})", step.x_port, rest[0])
 
 
 def _eliminate_dead(graph: ir.Graph) -> None:

@@ -55,6 +55,12 @@ def _grouped_filters(ctx, i: int, shape: list[int]):
     return ctx.b.op1("Reshape", ctx.v(i), ctx.b.i64(shape, "shape"))
 
 
+def _float_data(ctx) -> None:
+    if ctx.np_type(0).kind != "f":
+        raise ctx.unsupported(f"a convolution of {ctx.element_type(0)} data (ONNX Conv and ConvTranspose take "
+                              "floating-point data; ConvInteger takes 8-bit data with zero points)")
+
+
 def _static_filter_dims(ctx, i: int) -> list[int]:
     dims = ctx.dims(i)
     if dims is None or any(d < 0 for d in dims):
@@ -92,6 +98,7 @@ def _from_convolution(ctx):
     """OpenVINO Convolution-1 (filters [C_out, C_in, k...]) / GroupConvolution-1 (filters [G, C_out/G, C_in/G,
     k...]; strides, dilations, pads_begin, pads_end, auto_pad) -> ONNX Conv (onnx__Conv: W [M, C/group, k...],
     group, pads [begins, ends], auto_pad)."""
+    _float_data(ctx)
     dims = _static_filter_dims(ctx, 1)
     grouped = ctx.layer.type == "GroupConvolution"
     n = len(dims) - (3 if grouped else 2)
@@ -143,6 +150,7 @@ def _from_convolution_backprop(ctx):
     output_padding). With output_shape OpenVINO derives the pads itself (the odd one at the end unless
     same_upper), which ONNX's output_shape distributes the other way: the pads are computed here instead, from
     static input dims."""
+    _float_data(ctx)
     dims = _static_filter_dims(ctx, 1)
     grouped = ctx.layer.type == "GroupConvolutionBackpropData"
     n = len(dims) - (3 if grouped else 2)

@@ -218,12 +218,21 @@ def div(ctx, node):
 
 @reverse("Divide")
 def _from_divide(ctx):
-    """OpenVINO Divide-1 -> ONNX Div (onnx__Div). Integer Divide floors when m_pythondiv (its default); ONNX
-    integer Div truncates, so only m_pythondiv=false maps for integers."""
+    """OpenVINO Divide-1 -> ONNX Div (onnx__Div). Integer Divide floors when m_pythondiv (its default), where ONNX
+    integer Div truncates: the quotient is then Div - 1 where the remainder is nonzero and the operands' signs
+    differ (onnx__Mul, onnx__Sub, onnx__Xor)."""
     ctx.broadcast_numpy()
-    if ctx.element_type(0)[:1] in "iu" and ctx.flag("m_pythondiv", True):
-        raise ctx.unsupported("integer division that floors (m_pythondiv=true); ONNX Div truncates")
-    return [ctx.b.op1("Div", ctx.v(0), ctx.v(1), hint=ctx.hint)]
+    b = ctx.b
+    q = b.op1("Div", ctx.v(0), ctx.v(1), hint=ctx.hint)
+    if ctx.element_type(0)[:1] not in "iu" or not ctx.flag("m_pythondiv", True):
+        return [q]
+    a, d = ctx.v(0), ctx.v(1)
+    t = ctx.np_type(0)
+    zero = b.const(np.array(0, t), "zero")
+    inexact = b.op1("Not", b.op1("Equal", b.op1("Sub", a, b.op1("Mul", q, d)), zero))
+    signs = b.op1("Xor", b.op1("Less", a, zero), b.op1("Less", d, zero))
+    adjust = b.op1("Cast", b.op1("And", inexact, signs), to=int(ir.DataType.from_numpy(t)))
+    return [b.op1("Sub", q, adjust, hint=ctx.hint)]
 
 
 @mapping("Max", "Maximum-opset1")
