@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from rnnconv.dialects.openvino import graph as ovir
-from rnnconv.dialects.openvino.gates import SEQUENCES
+from rnnconv.dialects.openvino.gates import CELLS, SEQUENCES
 from rnnconv.dialects.openvino.ir_facts import Facts
 from rnnconv.dialects.openvino.ops import Key
 
@@ -24,12 +24,35 @@ def _batch(g: ovir.IRGraph, x: ovir.Out, axis: int) -> ovir.Out:
                 batch_dims=0, version="opset8")
 
 
-def _zeros(g: ovir.IRGraph, x: ovir.Out, batch_axis: int, port: ovir.Port) -> ovir.Out:
-    """Zeros shaped like a state port: its batch axis (0) from X's `batch_axis`, the rest as declared."""
-    dims = port.dims
+def _zeros(g: ovir.IRGraph, x: ovir.Out, batch_axis: int, dims: list[int], element_type: str) -> ovir.Out:
+    """Zeros shaped like a state: its batch axis (0) from X's `batch_axis`, the rest `dims`."""
     target = g.op("Concat", _batch(g, x, batch_axis), g.const(np.array(dims[1:], np.int64)), axis=0)
-    return g.op("Broadcast", g.const(np.zeros((), ovir.numpy_dtype(port.element_type))), target, mode="numpy",
+    return g.op("Broadcast", g.const(np.zeros((), ovir.numpy_dtype(element_type))), target, mode="numpy",
                 version="opset3")
+
+
+def _declared(layer: ovir.IRLayer, facts: Facts, ins: list[Key]) -> dict[int, list[int]]:
+    """The dims a Sequence op or cell declares for X, its states and lengths, sizes read from the weights (input
+    size from W, directions from W, hidden_size), -1 where only the data can say (batch, time)."""
+    cell = layer.type in CELLS
+    if not cell and layer.type not in SEQUENCES:
+        return {}
+    w = facts.dims(ins[len(ins) - 3 if layer.type in SEQUENCES else (3 if layer.type != "LSTMCell" else 4)])
+    H = int(layer.attrs.get("hidden_size", "-1"))
+    n_state = 2 if layer.type.startswith("LSTM") else 1
+    if cell:
+        I = w[-1] if w else -1
+        return {0: [-1, I], **{1 + k: [-1, H] for k in range(n_state)}}
+    I, D = (w[-1], w[0]) if w and len(w) == 3 else (-1, -1)
+    return {0: [-1, -1, I], **{1 + k: [-1, D, H] for k in range(n_state)}, 1 + n_state: [-1]}
+
+
+def _merged(port_dims, declared):
+    if declared is None:
+        return port_dims
+    if port_dims is None or len(port_dims) != len(declared):
+        return declared
+    return [d if d >= 0 else w for d, w in zip(port_dims, declared)]
 
 
 def layer_alone(layer: ovir.IRLayer, facts: Facts, ins: list[Key], x_index: int = 0,
@@ -39,9 +62,11 @@ def layer_alone(layer: ovir.IRLayer, facts: Facts, ins: list[Key], x_index: int 
     output. `x_index`, `batch_axis`: which input is X, and its batch axis (a TensorIterator's X may be
     time-major)."""
     g = ovir.IRGraph(name=layer.name)
+    declared = _declared(layer, facts, ins)
     x_key = ins[x_index]
     x_port = facts.port(x_key)
-    x = g.parameter(_name(g, x_port, f"{layer.name}/X"), x_port.element_type, x_port.dims)
+    x = g.parameter(_name(g, x_port, f"{layer.name}/X"), x_port.element_type,
+                    _merged(x_port.dims, declared.get(x_index)))
     sources = []
     lens_at = len(ins) - 4 if layer.type in SEQUENCES else None
     for i, key in enumerate(ins):
@@ -57,10 +82,12 @@ def layer_alone(layer: ovir.IRLayer, facts: Facts, ins: list[Key], x_index: int 
             lens = g.op("Broadcast", t, _batch(g, x, 0), mode="numpy", version="opset3")
             sources.append(g.op("Convert", lens, destination_type=port.element_type) if port.element_type != "i64"
                            else lens)
-        elif facts.is_zero(key) and port.dims is not None and all(d >= 0 for d in port.dims[1:]):
-            sources.append(_zeros(g, x, batch_axis, port))
+        elif facts.is_zero(key) and (dims := _merged(port.dims, declared.get(i))) is not None \
+                and all(d >= 0 for d in dims[1:]):
+            sources.append(_zeros(g, x, batch_axis, dims, port.element_type))
         else:
-            sources.append(g.parameter(_name(g, port, f"{layer.name}/in{i}"), port.element_type, port.dims))
+            sources.append(g.parameter(_name(g, port, f"{layer.name}/in{i}"), port.element_type,
+                                       _merged(port.dims, declared.get(i))))
     for out in g.copy_layer(layer, sources):
         g.result(out, name=f"{layer.name}/out{out.index}")
     return g

@@ -249,10 +249,10 @@ def _from_max_pool(ctx):
         raise ctx.unsupported("dilations need ONNX MaxPool-10", opset=10)
     if all(d == 1 for d in attrs["dilations"]):
         attrs.pop("dilations")
-    n_out = len(ctx.layer.outputs)
+    n_out = 2 if len(ctx.layer.outputs) > 1 and ctx.used(1) else 1
     if n_out > 1 and int(ctx.attr("axis", "0")) != 0:
         raise ctx.unsupported("indices counted from an axis other than 0 (ONNX counts over the whole tensor)")
-    outs = ctx.b.op("MaxPool", [ctx.v(0)], attrs, n_out=min(n_out, 2), hint=ctx.hint)
+    outs = ctx.b.op("MaxPool", [ctx.v(0)], attrs, n_out=n_out, hint=ctx.hint)
     if n_out > 1 and ctx.attr("index_element_type", "i64") == "i32":
         outs[1] = ctx.b.op1("Cast", outs[1], to=int(ir.DataType.INT32))
     return outs

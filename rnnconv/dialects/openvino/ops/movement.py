@@ -60,12 +60,13 @@ def _from_reshape(ctx):
     allowzero=1, opset 14)."""
     special_zero = ctx.flag("special_zero")
     target = ctx.c(1)
+    shape = ctx.as_i64(1, "shape")  # ONNX Reshape takes int64 only
     if special_zero or (target is not None and not np.any(target == 0)):
-        return [ctx.b.op1("Reshape", ctx.v(0), ctx.v(1), hint=ctx.hint)]
+        return [ctx.b.op1("Reshape", ctx.v(0), shape, hint=ctx.hint)]
     if ctx.opset < 14:
         raise ctx.unsupported("special_zero=false with a target that may hold 0 needs ONNX Reshape allowzero "
                               "(opset 14)", opset=14)
-    return [ctx.b.op1("Reshape", ctx.v(0), ctx.v(1), allowzero=1, hint=ctx.hint)]
+    return [ctx.b.op1("Reshape", ctx.v(0), shape, allowzero=1, hint=ctx.hint)]
 
 
 def flatten2d(ctx: Context, x: Out, axis: int) -> Out:

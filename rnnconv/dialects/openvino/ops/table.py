@@ -122,6 +122,10 @@ class LayerContext:
     def dims(self, i: int) -> Optional[list[int]]:
         return self._facts.dims(self.keys[i])
 
+    def used(self, j: int) -> bool:
+        """Whether output j of the layer is read by anything."""
+        return self._facts.consumed((self.layer.id, self.layer.outputs[j].id))
+
     def element_type(self, i: int) -> str:
         return self._facts.port(self.keys[i]).element_type
 
