@@ -220,7 +220,8 @@ def div(ctx, node):
 def _from_divide(ctx):
     """OpenVINO Divide-1 -> ONNX Div (onnx__Div). Integer Divide floors when m_pythondiv (its default), where ONNX
     integer Div truncates: the quotient is then Div - 1 where the remainder is nonzero and the operands' signs
-    differ (onnx__Mul, onnx__Sub, onnx__Xor)."""
+    differ (onnx__Mul, onnx__Sub, onnx__Xor). This follows the spec (and OpenVINO's constant folding); OpenVINO
+    2026.4's CPU plugin truncates instead (measured), so the two differ on negative operands only."""
     ctx.broadcast_numpy()
     b = ctx.b
     q = b.op1("Div", ctx.v(0), ctx.v(1), hint=ctx.hint)

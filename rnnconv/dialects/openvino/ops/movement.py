@@ -316,20 +316,31 @@ def _from_pad(ctx):
     if mode not in ("constant", "edge", "reflect"):
         raise ctx.unsupported(f"pad_mode={mode!r}")
     begin, end = ctx.c(1), ctx.c(2)
+    x = ctx.v(0)
+    if begin is not None and end is not None and min(begin.min(initial=0), end.min(initial=0)) < 0:
+        # Negative pads crop: a Slice first, then padding only (the pads every ONNX runtime takes).
+        if ctx.opset < 10:
+            raise ctx.unsupported("negative pads are written as an ONNX Slice with inputs (opset 10)", opset=10)
+        big = np.iinfo(np.int64).max
+        begin, end = begin.reshape(-1).astype(np.int64), end.reshape(-1).astype(np.int64)
+        axes = [a for a in range(begin.size) if begin[a] < 0 or end[a] < 0]
+        x = b.op1("Slice", x, b.i64([max(-int(begin[a]), 0) for a in axes], "starts"),
+                  b.i64([-int(end[a]) if end[a] < 0 else big for a in axes], "ends"), b.i64(axes, "axes"))
+        begin, end = np.maximum(begin, 0), np.maximum(end, 0)
     if ctx.opset < 11:
         if begin is None or end is None:
             raise ctx.unsupported("pads computed at run time need ONNX Pad-11 (pads as an input)", opset=11)
         value = 0.0
         if mode == "constant" and len(ctx.keys) > 3:
             value = float(np.asarray(ctx.need_const(3, "the pad value")).reshape(-1)[0])
-        return [b.op1("Pad", ctx.v(0), mode=mode, pads=[int(v) for v in np.concatenate([begin.reshape(-1),
-                                                                                         end.reshape(-1)])],
+        return [b.op1("Pad", x, mode=mode, pads=[int(v) for v in np.concatenate([begin.reshape(-1),
+                                                                                  end.reshape(-1)])],
                       value=value, hint=ctx.hint)]
     if begin is not None and end is not None:
         pads = b.i64(np.concatenate([begin.reshape(-1), end.reshape(-1)]).astype(np.int64), "pads")
     else:
         pads = b.op1("Concat", ctx.v_i64(1), ctx.v_i64(2), axis=0)
-    args = [ctx.v(0), pads]
+    args = [x, pads]
     if mode == "constant" and len(ctx.keys) > 3:
         args.append(ctx.v(3) if ctx.dims(3) == [] else b.op1("Reshape", ctx.v(3), b.i64([], "scalar")))
     return [b.op1("Pad", *args, mode=mode, hint=ctx.hint)]
