@@ -256,6 +256,8 @@ def _const_data(layer: IRLayer, weights: _Weights, where: str) -> np.ndarray:
     if math.prod(d for d in shape if d) * dtype.itemsize > MAX_TENSOR_BYTES:
         raise BadInput(f"{label}: shape {list(shape)} of {et} is too large to hold")
     need = math.prod(shape) * dtype.itemsize
+    if need == 0:  # ov.save_model writes an empty constant with size 1
+        return np.zeros(shape, dtype=dtype)
     if size != need:
         raise BadInput(f"{label}: size {size} does not match shape {list(shape)} of {et} ({need} bytes)")
     if size == 0:
