@@ -222,20 +222,22 @@ def _pool_attrs(ctx) -> dict:
     return attrs
 
 
-@mapping("MaxPool", "MaxPool-opset8")
+@mapping("MaxPool", "MaxPool-opset8", "MaxPool-opset14")
 def max_pool(ctx, node):
     """ONNX MaxPool (onnx__MaxPool: kernel_shape, strides, pads, dilations, ceil_mode; the Indices output only
-    with storage_order 0) -> OpenVINO MaxPool-8 (rounding_type ceil_torch / floor; indices over the whole
-    tensor, axis 0, i64)."""
+    with storage_order 0) -> OpenVINO MaxPool-8 (floor), or MaxPool-14 with rounding_type ceil_torch for
+    ceil_mode (the last window never starts in the end padding, as ONNX's); indices over the whole tensor, axis 0,
+    i64."""
     if attr(node, "storage_order", 0):
         raise Unsupported(f"MaxPool node {node.name!r}: storage_order=1 (column-major indices)")
     kernel = ints_attr(node, "kernel_shape")
     n = len(kernel)
     attrs = _ov_spatial(node, n)
+    ceil = bool(attr(node, "ceil_mode", 0))
     out = ctx.g.add("MaxPool", [ctx.inp(node, 0)],
-                    {**attrs, "kernel": kernel, "rounding_type": "ceil_torch" if attr(node, "ceil_mode", 0)
-                     else "floor", "index_element_type": "i64", "axis": 0},
-                    version="opset8", name=node.name or None)
+                    {**attrs, "kernel": kernel, "rounding_type": "ceil_torch" if ceil else "floor",
+                     "index_element_type": "i64", "axis": 0},
+                    version="opset14" if ceil else "opset8", name=node.name or None)
     return out[: len(node.outputs)]
 
 

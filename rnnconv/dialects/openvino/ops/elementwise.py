@@ -20,7 +20,8 @@ UNARY = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Exp": "Exp", "Lo
          "Cosh": "Cosh", "Asinh": "Asinh", "Acosh": "Acosh", "Atanh": "Atanh", "Sign": "Sign", "Mish": "Mish",
          "Softsign": "SoftSign", "HardSwish": "HSwish"}
 # The OpenVINO version of each operation above when not 1; the ONNX opset each ONNX op is new in, past opset 7.
-_OV_VERSION = {"Mish": "opset4", "SoftSign": "opset9", "HSwish": "opset4"}
+_OV_VERSION = {"Mish": "opset4", "SoftSign": "opset9", "HSwish": "opset4", "Asinh": "opset4", "Acosh": "opset4",
+               "Atanh": "opset4"}
 _SINCE = {"Erf": 9, "Sinh": 9, "Cosh": 9, "Asinh": 9, "Acosh": 9, "Atanh": 9, "Sign": 9, "HardSwish": 14, "Mish": 18}
 # OpenVINO operation -> (ONNX op, inputs) for `_from_elementwise`.
 _TO_ONNX = {**{ov: (onnx, 2) for onnx, ov in BINARY.items()}, **{ov: (onnx, 1) for onnx, ov in UNARY.items()}}
