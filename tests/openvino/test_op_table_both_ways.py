@@ -91,6 +91,8 @@ FORWARD = {
                                                      ("v", np.array([1, 2, .5], np.float32))]),
     "Resize": model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear")], [vi("x", [1, 2, 3, 4])],
                     [vi("y", None)], [("s", np.array([1, 1, 2, 1.5], np.float32))]),
+    "ReverseSequence": model([helper.make_node("ReverseSequence", ["x", "n"], ["y"], batch_axis=1, time_axis=0)],
+                             [vi("x", [4, 3, 2])], [vi("y", None)], [("n", np.array([4, 1, 3], np.int64))]),
     "STFT": model([helper.make_node("STFT", ["x", "st", "w", "n"], ["y"])], [vi("x", [2, 32, 1])], [vi("y", None)],
                   [("st", np.array(4, np.int64)), ("w", np.hanning(8).astype(np.float32)),
                    ("n", np.array(8, np.int64))]),

@@ -419,3 +419,33 @@ def _from_non_zero(ctx):
     if ctx.attr("output_type", "i64") == "i32":
         out = ctx.b.op1("Cast", out, to=int(ir.DataType.INT32))
     return [out]
+
+
+@mapping("ReverseSequence", "ReverseSequence-opset1", reversible=True)
+def reverse_sequence(ctx, node):
+    """ONNX ReverseSequence (onnx__ReverseSequence, opset 10: batch_axis, time_axis, int64 sequence_lens) ->
+    OpenVINO ReverseSequence-1 (batch_axis, seq_axis)."""
+    return [ctx.g.op("ReverseSequence", ctx.inp(node, 0), ctx.inp(node, 1), batch_axis=int(attr(node, "batch_axis", 1)),
+                     seq_axis=int(attr(node, "time_axis", 0)), name=node.name or None)]
+
+
+@reverse("ReverseSequence")
+def _from_reverse_sequence(ctx):
+    """OpenVINO ReverseSequence-1 (the first seq_lengths[b] items of each batch entry b reversed along seq_axis;
+    batch_axis, seq_axis, negative from the end) -> ONNX ReverseSequence (onnx__ReverseSequence, opset 10:
+    batch_axis and time_axis 0 or 1 of a tensor of rank >= 2, int64 lengths), through a Transpose when the axes
+    lie elsewhere."""
+    if ctx.opset < 10:
+        raise ctx.unsupported("ONNX ReverseSequence is new in opset 10", opset=10)
+    dims = ctx.dims(0)
+    if dims is None:
+        raise ctx.unsupported("data of unknown rank")
+    rank = len(dims)
+    b_axis, t_axis = int(ctx.attr("batch_axis", "0")) % rank, int(ctx.attr("seq_axis", "1")) % rank
+    b = ctx.b
+    lens = ctx.as_i64(1, "sequence_lens")
+    if {b_axis, t_axis} == {0, 1}:
+        return [b.op1("ReverseSequence", ctx.v(0), lens, batch_axis=b_axis, time_axis=t_axis, hint=ctx.hint)]
+    perm = [t_axis, b_axis] + [a for a in range(rank) if a not in (t_axis, b_axis)]
+    y = b.op1("ReverseSequence", b.transpose(ctx.v(0), perm), lens, batch_axis=1, time_axis=0)
+    return [b.transpose(y, list(np.argsort(perm)), hint=ctx.hint)]
