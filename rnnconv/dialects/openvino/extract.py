@@ -65,6 +65,11 @@ def layer_alone(layer: ovir.IRLayer, facts: Facts, ins: list[Key], x_index: int 
     declared = _declared(layer, facts, ins)
     x_key = ins[x_index]
     x_port = facts.port(x_key)
+    # One batch size (axis 0 of X, the states, the lengths) where any of them declares it: the model ties them.
+    static = [dims[0] for dims in (facts.port(ins[i]).dims for i in declared) if dims and dims[0] >= 0]
+    for dims in declared.values():
+        if static and dims:
+            dims[0] = static[0]
     x = g.parameter(_name(g, x_port, f"{layer.name}/X"), x_port.element_type,
                     _merged(x_port.dims, declared.get(x_index)))
     sources = []
