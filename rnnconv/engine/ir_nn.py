@@ -357,8 +357,8 @@ def _batch_norm(layer, a, fdt):
     x, gamma, beta, mean, var = a if layer.version != "opset1" else (a[2], a[0], a[1], a[3], a[4])
     shape = [1, -1] + [1] * (x.ndim - 2)
     eps = float(layer.attrs.get("epsilon", "0"))
-    r = (lambda v: np.asarray(v).reshape(shape))
-    return ((x - r(mean)) / np.sqrt(r(var) + eps) * r(gamma) + r(beta)).astype(x.dtype)
+    mean, var, gamma, beta = (np.asarray(v).reshape(shape) for v in (mean, var, gamma, beta))
+    return ((x - mean) / np.sqrt(var + eps) * gamma + beta).astype(x.dtype)
 
 
 # -- attention, signal ---------------------------------------------------------------------------------------

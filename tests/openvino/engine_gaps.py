@@ -16,8 +16,13 @@ from rnnconv.engine.onnx_graph import run_onnx
 def _agrees(nodes, inputs, inits, feeds) -> bool:
     import onnxruntime as ort
 
-    graph = helper.make_graph(nodes, "gap", inputs, [helper.make_tensor_value_info("y", 1, None)],
-                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    graph = helper.make_graph(
+        nodes,
+        "gap",
+        inputs,
+        [helper.make_tensor_value_info("y", 1, None)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     try:
@@ -30,17 +35,28 @@ def _agrees(nodes, inputs, inits, feeds) -> bool:
 @functools.cache
 def loop_scan_outputs() -> bool:
     """Loop stacks each iteration's scan output on a new axis (onnx's reference concatenates 2-D ones)."""
-    body = helper.make_graph([helper.make_node("Identity", ["c"], ["co"]), helper.make_node("Identity", ["x"], ["s"])],
-                             "body", [helper.make_tensor_value_info("i", 7, []), helper.make_tensor_value_info("c", 9, [])],
-                             [helper.make_tensor_value_info("co", 9, []), helper.make_tensor_value_info("s", 1, [2, 3])])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["co"]), helper.make_node("Identity", ["x"], ["s"])],
+        "body",
+        [helper.make_tensor_value_info("i", 7, []), helper.make_tensor_value_info("c", 9, [])],
+        [helper.make_tensor_value_info("co", 9, []), helper.make_tensor_value_info("s", 1, [2, 3])],
+    )
     loop = helper.make_node("Loop", ["n", ""], ["y"], body=body)
-    return _agrees([loop], [helper.make_tensor_value_info("x", 1, [2, 3])], {"n": np.array(3, np.int64)},
-                   {"x": np.ones((2, 3), np.float32)})
+    return _agrees(
+        [loop],
+        [helper.make_tensor_value_info("x", 1, [2, 3])],
+        {"n": np.array(3, np.int64)},
+        {"x": np.ones((2, 3), np.float32)},
+    )
 
 
 @functools.cache
 def grouped_conv_transpose() -> bool:
     """ConvTranspose with group > 1 and several output channels per group."""
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], group=2)
-    return _agrees([node], [helper.make_tensor_value_info("x", 1, [1, 4, 3, 3])],
-                   {"w": np.ones((4, 3, 2, 2), np.float32)}, {"x": np.ones((1, 4, 3, 3), np.float32)})
+    return _agrees(
+        [node],
+        [helper.make_tensor_value_info("x", 1, [1, 4, 3, 3])],
+        {"w": np.ones((4, 3, 2, 2), np.float32)},
+        {"x": np.ones((1, 4, 3, 3), np.float32)},
+    )

@@ -95,9 +95,9 @@ def test_verify_modes_are_the_pipelines():
 
 def test_cli_verify_node(tmp_path):
     out = tmp_path / "m.onnx"
-    res = subprocess.run([sys.executable, "-m", "rnnconv", "from-openvino", str(FIXTURES / "gru_bidirectional_dynamo.xml"),
-                          "-o", str(out), "--verify", "node", "--json"], capture_output=True, text=True, cwd=ROOT,
-                         timeout=300)
+    xml = FIXTURES / "gru_bidirectional_dynamo.xml"
+    res = subprocess.run([sys.executable, "-m", "rnnconv", "from-openvino", str(xml), "-o", str(out), "--verify",
+                          "node", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     assert report["verified"] == "node" and out.exists()

@@ -11,9 +11,15 @@ TensorIterator-1 (docs.openvino.ai, Operation Specifications; ../shared/spec/) a
 2. Inputs OpenVINO synthesized: an initial state that is provably zero becomes absent, and sequence_lengths that
    provably equal T for every batch entry (a constant, or Broadcast of Gather(ShapeOf(X), 1)) becomes absent;
    anything else is kept.
-3. TensorIterator whose body is exactly one LSTMCell / GRUCell / RNNCell step: the ONNX sequence op.
-4. Every other layer through the reverse half of the shared op table (`ops.REVERSE`, keyed by IR type); constant
-   sub-graphs (fp16 weights with their decompression Convert, shape arithmetic on static shapes) are folded.
+3. TensorIterator whose body is exactly one LSTMCell / GRUCell / RNNCell step: the ONNX sequence op; a cell
+   elsewhere (in any body): the ONNX sequence op over one step. Sizes come from the weights.
+4. If / Loop / other TensorIterators: ONNX If and Loop (`control_flow`), each body converted by a sub-converter
+   into a subgraph of the same name space (recurrent layers inside are mapped as above).
+5. Every other layer through the reverse half of the shared op table (`ops.REVERSE`, keyed by IR type, one
+   spelling: the reader canonicalizes); constant sub-graphs (fp16 weights with their decompression Convert, shape
+   arithmetic on static shapes) are folded. Scalars stay rank 0.
+
+Each recurrent layer mapped is kept (`Rewritten`) with what a node check needs to cut it out (`extract`).
 """
 
 from __future__ import annotations

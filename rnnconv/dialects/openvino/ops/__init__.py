@@ -6,7 +6,9 @@ family module (`elementwise`, `matrix`, `movement`, `generation`, `convolution`,
 `signal`) defines an op's two directions next to each
 other, and each mapping's docstring cites both spec pages: ONNX Operators.md (onnx.ai/onnx/operators/
 onnx__<Op>.html) and the OpenVINO operation spec (docs.openvino.ai, Operation Specifications, <Op>-<version>).
-GRU/LSTM/RNN are not here: see rnnconv.dialects.openvino.from_onnx and rnnconv.dialects.openvino.to_onnx.
+GRU/LSTM/RNN are not here: see rnnconv.dialects.openvino.from_onnx and rnnconv.dialects.openvino.to_onnx; nor
+If / Loop / TensorIterator (rnnconv.dialects.openvino.control_flow). An IR type is registered in one spelling
+(`graph.canonical_type` reads the others).
 """
 
 from __future__ import annotations
