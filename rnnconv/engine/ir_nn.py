@@ -62,16 +62,13 @@ def _pads(layer, sizes, kernel_extent, strides, *, transposed=False, out_shape=N
                 begin.append(total // 2)
                 end.append(total - total // 2)
         return begin, end
-    if mode == "valid":
-        return [0] * n, [0] * n
+    if mode == "valid" or (transposed and mode.startswith("same")):
+        return [0] * n, [0] * n  # ConvolutionBackpropData without output_shape pads nothing then (OpenVINO 2026.4)
     if mode in ("same_upper", "same_lower"):
         begin, end = [], []
         for i in range(n):
-            if transposed:
-                total = strides[i] * (sizes[i] - 1) + kernel_extent[i] + out_pad[i] - sizes[i] * strides[i]
-            else:
-                out = -(-sizes[i] // strides[i])
-                total = max((out - 1) * strides[i] + kernel_extent[i] - sizes[i], 0)
+            out = -(-sizes[i] // strides[i])
+            total = max((out - 1) * strides[i] + kernel_extent[i] - sizes[i], 0)
             small, big = total // 2, total - total // 2
             begin.append(small if mode == "same_upper" else big)
             end.append(big if mode == "same_upper" else small)

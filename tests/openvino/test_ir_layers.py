@@ -20,6 +20,8 @@ from tests.openvino import engine_gaps
 ov = pytest.importorskip("openvino")
 ort = pytest.importorskip("onnxruntime")
 import openvino.opset1 as o1  # noqa: E402
+import openvino.opset2 as o2  # noqa: E402
+import openvino.opset10 as o10  # noqa: E402
 import openvino.opset8 as o8  # noqa: E402
 import openvino.opset13 as o13  # noqa: E402
 import openvino.opset15 as op  # noqa: E402
@@ -45,6 +47,8 @@ CASES = {
                                                             [1, 2])),
     "Convolution-same_upper": ([[2, 2, 9]], lambda x: op.convolution(x, c(rnd([3, 2, 4], 1)), [2], [0], [0], [1],
                                                                     "same_upper")),
+    "ConvolutionBackpropData-same_lower": ([[1, 2, 5]], lambda x: op.convolution_backprop_data(
+        x, c(rnd([2, 3, 4], 3)), [2], auto_pad="same_lower")),
     "GroupConvolution": ([[1, 4, 6, 6]], lambda x: op.group_convolution(x, c(rnd([2, 3, 2, 3, 3], 2)), [1, 1],
                                                                        [1, 1], [1, 1], [1, 1])),
     "GroupConvolution-depthwise": ([[1, 4, 10]], lambda x: op.group_convolution(x, c(rnd([4, 1, 1, 3], 2)), [2],
@@ -73,6 +77,12 @@ CASES = {
         x, c([2.0, 1.5]), "linear_onnx", "scales", axes=i64([2, 3]), coordinate_transformation_mode="half_pixel")),
     "Interpolate-cubic-align": ([[1, 1, 4, 5]], lambda x: op.interpolate(
         x, i64([1, 1, 6, 3]), "cubic", "sizes", coordinate_transformation_mode="align_corners")),
+    "Interpolate-4-scales": ([[1, 2, 3, 4]], lambda x: o10.interpolate(
+        x, i64([6, 6]), c([2.0, 1.5]), "nearest", "scales", nearest_mode="round_prefer_ceil", axes=i64([2, 3]))),
+    "MVN-1": ([[2, 3, 4, 5]], lambda x: o2.mvn(x, True, True, 1e-4)),
+    "Gelu-2": ([[3, 4]], lambda x: o2.gelu(x)),
+    "BatchNormInference-1": ([[2, 3, 4]], lambda x: o1.batch_norm_inference(x, c([1, 2, 3]), c([.1, .2, .3]),
+                                                                            c([.5, 0, -.5]), c([1, .5, 2]), 1e-3)),
     "MVN-inside": ([[2, 3, 5]], lambda x: op.mvn(x, i64([1, 2]), True, 1e-3, "inside_sqrt")),
     "MVN-outside": ([[2, 3, 5]], lambda x: op.mvn(x, i64([-1]), True, 1e-2, "outside_sqrt")),
     "MVN-mean-only": ([[2, 3, 5]], lambda x: op.mvn(x, i64([0]), False, 1e-3, "inside_sqrt")),

@@ -69,8 +69,8 @@ def _window(a: dict, x: Dims, kernel: list[int], *, transposed: bool = False, ro
     strides, dil = _csv(a.get("strides")) or [1] * n, _csv(a.get("dilations")) or [1] * n
     pb, pe = _csv(a.get("pads_begin")) or [0] * n, _csv(a.get("pads_end")) or [0] * n
     auto = str(a.get("auto_pad", "explicit")).lower()
-    if auto == "valid":
-        pb, pe = [0] * n, [0] * n
+    if auto == "valid" or (transposed and auto.startswith("same")):
+        pb, pe = [0] * n, [0] * n  # ConvolutionBackpropData pads nothing for same_* without output_shape
     out_pad = _csv(a.get("output_padding")) or [0] * n
     dims = [x[0], -1]
     for i in range(n):
@@ -78,8 +78,7 @@ def _window(a: dict, x: Dims, kernel: list[int], *, transposed: bool = False, ro
         if size < 0:
             dims.append(-1)
         elif transposed:
-            dims.append(size * strides[i] if auto.startswith("same") else
-                        strides[i] * (size - 1) + dk - pb[i] - pe[i] + out_pad[i])
+            dims.append(strides[i] * (size - 1) + dk - pb[i] - pe[i] + out_pad[i])
         elif auto.startswith("same"):
             dims.append(-(-size // strides[i]))
         else:

@@ -119,8 +119,9 @@ def conv_transpose(ctx, node):
     without output_shape) -> OpenVINO ConvolutionBackpropData-1 or GroupConvolutionBackpropData-1 (filters
     [G, C/G, M/G, k...]), then Add-1 of B as [1, M, 1, ...]."""
     x, w, bias = ctx.inp(node, 0), ctx.inp(node, 1), ctx.inp(node, 2)
-    if attr(node, "output_shape") is not None:
-        raise Unsupported(f"ConvTranspose node {node.name!r}: output_shape (give pads instead)")
+    if attr(node, "output_shape") is not None or attr(node, "auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
+        raise Unsupported(f"ConvTranspose node {node.name!r}: output_shape or auto_pad SAME_* (OpenVINO's "
+                          "ConvolutionBackpropData pads nothing for same_*: give pads instead)")
     if w.dims is None or any(d < 0 for d in w.dims):
         raise Unsupported(f"ConvTranspose node {node.name!r}: filters of unknown shape")
     n = len(w.dims) - 2
@@ -149,7 +150,7 @@ def _from_convolution_backprop(ctx):
     output_shape input) -> ONNX ConvTranspose (onnx__ConvTranspose: W [C, M/group, k...], group, pads,
     output_padding). With output_shape OpenVINO derives the pads itself (the odd one at the end unless
     same_upper), which ONNX's output_shape distributes the other way: the pads are computed here instead, from
-    static input dims."""
+    static input dims. Without it, auto_pad same_upper / same_lower / valid pad nothing."""
     _float_data(ctx)
     dims = _static_filter_dims(ctx, 1)
     grouped = ctx.layer.type == "GroupConvolutionBackpropData"
@@ -159,6 +160,11 @@ def _from_convolution_backprop(ctx):
     output_padding = _ints(ctx.attr("output_padding")) or [0] * n
     if any(output_padding):
         attrs["output_padding"] = output_padding
+    if len(ctx.keys) <= 2 and "auto_pad" in attrs:
+        # Without output_shape, OpenVINO (2026.4, measured) pads nothing for same_upper / same_lower / valid, and
+        # ignores pads_begin / pads_end then.
+        attrs.pop("auto_pad")
+        attrs["pads"] = [0] * (2 * n)
     if len(ctx.keys) > 2:
         out_shape = [int(v) for v in ctx.need_const(2, "output_shape").reshape(-1)]
         x_dims = ctx.dims(0)
