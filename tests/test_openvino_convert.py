@@ -311,14 +311,14 @@ def test_cli_unsupported_exit_3(tmp_path):
     import sys
 
     model, _ = recurrent_model("GRU")
-    model.graph.node.append(helper.make_node("Conv", ["X", "W"], ["c"]))
+    model.graph.node.append(helper.make_node("Det", ["X"], ["c"]))
     model.graph.node.append(helper.make_node("NonMaxSuppression", ["X", "X"], ["n"]))
     path = tmp_path / "p.onnx"
     onnx.save(model, path)
     res = subprocess.run([sys.executable, "-m", "rnnconv", "to-openvino", str(path), "-o", str(tmp_path / "p.xml")],
                          capture_output=True, text=True)
     assert res.returncode == 3, res.stderr
-    assert "Conv, NonMaxSuppression" in res.stderr
+    assert "Det, NonMaxSuppression" in res.stderr
     assert not (tmp_path / "p.xml").exists()
 
 

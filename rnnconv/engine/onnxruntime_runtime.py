@@ -197,7 +197,7 @@ def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> lis
             if isinstance(t, ir.ExternalTensor) and native and array.flags.c_contiguous:
                 specs[name] = (t.path, t.offset or 0, np.dtype(array.dtype).str, tuple(array.shape))
             else:
-                specs[name] = np.ascontiguousarray(array)
+                specs[name] = np.asarray(array, order="C")  # a scalar stays rank 0
         job["models"].append((proto.SerializeToString(), specs, threads_for(model)))
     proc = subprocess.run([sys.executable, "-m", "rnnconv.engine.ort_worker"], input=pickle.dumps(job),
                           capture_output=True)

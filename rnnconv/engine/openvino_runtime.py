@@ -105,13 +105,14 @@ def run(path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None
 
 def _tensor(ov, value: np.ndarray, element_type):
     if element_type == ov.Type.bf16:  # copy the bits: `.data` of a bf16 tensor is typed float16
-        arr = np.ascontiguousarray(value.astype(ml_dtypes.bfloat16))
+        arr = np.asarray(value.astype(ml_dtypes.bfloat16), order="C")
         tensor = ov.Tensor(ov.Type.bf16, list(arr.shape))
         tensor.data.view(np.uint16)[...] = arr.view(np.uint16)
         return tensor
+    # np.asarray(order="C"), not ascontiguousarray: a scalar input must stay rank 0 (OpenVINO checks the shape).
     if element_type.is_dynamic():
-        return np.ascontiguousarray(value)
-    return np.ascontiguousarray(value.astype(element_type.to_dtype(), copy=False))
+        return np.asarray(value, order="C")
+    return np.asarray(value.astype(element_type.to_dtype(), copy=False), order="C")
 
 
 def _child() -> None:

@@ -17,6 +17,7 @@ from typing import Optional
 
 import numpy as np
 
+from rnnconv.dialects.openvino import ops  # noqa: F401  (registers the type spellings canonical_type knows)
 from rnnconv.dialects.openvino.graph import (
     MAX_BODY_DEPTH,
     MAX_TENSOR_BYTES,
@@ -25,6 +26,7 @@ from rnnconv.dialects.openvino.graph import (
     IRGraph,
     IRLayer,
     Port,
+    canonical_type,
     find_port,
     numpy_dtype,
     split_names,
@@ -183,7 +185,7 @@ def _read_body(net: _Element, weights: _Weights, where: str, depth: int, ir_vers
         lid = _int(el.attrib.get("id"), where)
         data = el.find("data")
         attrs = dict(data.attrib) if data is not None else {}
-        layer = IRLayer(lid, el.attrib.get("name", f"layer_{lid}"), el.attrib.get("type", ""),
+        layer = IRLayer(lid, el.attrib.get("name", f"layer_{lid}"), canonical_type(el.attrib.get("type", "")),
                         el.attrib.get("version", "opset1"), attrs,
                         _read_ports(el.find("input"), where), _read_ports(el.find("output"), where))
         if layer.type == "Const":
@@ -196,11 +198,20 @@ def _read_body(net: _Element, weights: _Weights, where: str, depth: int, ir_vers
         be = el.find("back_edges")
         if be is not None:
             layer.back_edges = [dict(c.attrib) for c in be.findall("edge")]
-        body = el.find("body")
-        if body is not None:
+        for tag in ("body", "then_body", "else_body"):  # If-8 has two, with then_/else_port_map
+            body = el.find(tag)
+            if body is None:
+                continue
             if depth >= MAX_BODY_DEPTH:
                 raise BadInput(f"{where}: <body> elements nest deeper than {MAX_BODY_DEPTH} levels")
-            layer.body = _read_body(body, weights, where, depth + 1, ir_version)
+            inner = _read_body(body, weights, where, depth + 1, ir_version)
+            if tag == "body":
+                layer.body = inner
+            else:
+                branch = tag[: -len("_body")]
+                pm = el.find(f"{branch}_port_map")
+                layer.branches[branch] = (inner, [(c.tag, dict(c.attrib)) for c in pm.children] if pm is not None
+                                          else [])
         layer.element_attrs = {k: v for k, v in el.attrib.items() if k not in ("id", "name", "type", "version")}
         if layer.type == "Result" and "output_names" in layer.element_attrs \
                 and not split_names(layer.element_attrs["output_names"]):
@@ -248,6 +259,8 @@ def _const_data(layer: IRLayer, weights: _Weights, where: str) -> np.ndarray:
     if math.prod(d for d in shape if d) * dtype.itemsize > MAX_TENSOR_BYTES:
         raise BadInput(f"{label}: shape {list(shape)} of {et} is too large to hold")
     need = math.prod(shape) * dtype.itemsize
+    if need == 0:  # ov.save_model writes an empty constant with size 1
+        return np.zeros(shape, dtype=dtype)
     if size != need:
         raise BadInput(f"{label}: size {size} does not match shape {list(shape)} of {et} ({need} bytes)")
     if size == 0:

@@ -9,11 +9,12 @@ import numpy as np
 
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import ops
-from rnnconv.dialects.openvino.gates import SEQUENCES
+from rnnconv.dialects.openvino.gates import CELLS, SEQUENCES
 from rnnconv.errors import BadInput, human_size
 
 PARAMETER_LIMIT = 1 << 34  # elements: a declared input larger than this is refused before anything is allocated
-STRUCTURAL = {"Parameter", "Const", "Result", "TensorIterator", *SEQUENCES}  # mapped by the converter, not the op table
+# Mapped by the converter itself, not the op table.
+STRUCTURAL = {"Parameter", "Const", "Result", "TensorIterator", "Loop", "If", *SEQUENCES, *CELLS}
 
 
 def validate(graph: ovir.IRGraph, where: str = "IR") -> None:
@@ -48,8 +49,8 @@ def validate(graph: ovir.IRGraph, where: str = "IR") -> None:
             if n != 1:
                 raise BadInput(f"{where}: input port {p.id} of layer {layer.name!r} ({layer.type}) is fed by {n} "
                                "edges, expected 1")
-        if layer.body is not None:
-            validate(layer.body, f"{where}: body of {layer.name!r}")
+        for body in layer.bodies():
+            validate(body, f"{where}: body of {layer.name!r}")
     for e in graph.edges:
         src, dst = by_id[e.from_layer], by_id[e.to_layer]
         a, b = ovir.find_port(src.outputs, e.from_port), ovir.find_port(dst.inputs, e.to_port)
@@ -83,9 +84,9 @@ def parameter_dims(layer: ovir.IRLayer) -> Optional[list[int]]:
 
 
 def unsupported_layers(graph: ovir.IRGraph) -> list[str]:
-    """Every layer type (top level) neither the recurrent mapping nor the reverse op table handles."""
+    """Every layer type (bodies included) neither the converter nor the reverse op table handles."""
     bad: dict[str, list[str]] = {}
-    for layer in graph.layers:
+    for layer in graph.all_layers():
         if layer.type not in STRUCTURAL and layer.type not in ops.REVERSE:
             bad.setdefault(f"{layer.type}-{layer.version}", []).append(layer.name)
     return [f"layer type {t} has no ONNX mapping (layers {', '.join(repr(n) for n in names[:3])}"
