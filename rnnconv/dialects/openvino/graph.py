@@ -275,6 +275,30 @@ class IRGraph:
         self.edges.append(Edge(src.layer.id, src.port.id, layer.id, 0))
         return layer
 
+    def reinfer(self) -> None:
+        """After a rewrite rewired edges: every input port takes its producer's element type and dims, and a
+        layer whose inputs changed infers its outputs again (`shapes`), so both ends of every edge agree
+        downstream. Layers without a shape rule (TensorIterator...) keep their outputs."""
+        by_id, producers = self.by_id(), self.producers()
+        for layer in self.topological():
+            sources, changed = [], False
+            for p in layer.inputs:
+                src = by_id[producers[(layer.id, p.id)][0]]
+                index = next(i for i, q in enumerate(src.outputs) if q.id == producers[(layer.id, p.id)][1])
+                out = Out(src, index)
+                sources.append(out)
+                if (p.element_type, p.dims) != (out.element_type, out.dims):
+                    p.element_type, p.dims = out.element_type, None if out.dims is None else list(out.dims)
+                    changed = True
+            if not changed or layer.type in ("Result", "TensorIterator", "Loop", "If"):
+                continue
+            try:
+                inferred = shapes.infer(layer, sources)
+            except BadInput:  # no rule for this type
+                continue
+            for port, (et, dims) in zip(layer.outputs, inferred):
+                port.element_type, port.dims = et, None if dims is None else list(dims)
+
     # -- reading ------------------------------------------------------------------------------------------
     def by_id(self) -> dict[int, IRLayer]:
         return {layer.id: layer for layer in self.layers}
