@@ -248,6 +248,13 @@ class IRGraph:
         layer.outputs.append(Port(0, et, list(array.shape)))
         return Out(layer, 0)
 
+    def weight(self, array, fp16: bool = False, name: Optional[str] = None) -> Out:
+        """A float weight (`const`); with `fp16`, float32 data of more than one element is stored as f16 and
+        decompressed by Convert-1 to f32, as ov.save_model(compress_to_fp16=True) writes it (scalars stay)."""
+        if fp16 and np.dtype(array.dtype) == np.float32 and array.size > 1:
+            return self.op("Convert", self.const(array.astype(np.float16), name=name), destination_type="f32")
+        return self.const(array, name=name)
+
     def add(self, type_: str, inputs: Sequence[Out], attrs: Optional[dict] = None, *, version: str = "opset1",
             name: Optional[str] = None, outputs: Optional[list[tuple[str, Optional[list[int]]]]] = None) -> list[Out]:
         """Add an operation; output ports come from `outputs` or from shape inference."""
