@@ -19,6 +19,7 @@ import ml_dtypes
 import numpy as np
 
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+INSTALL = "pip install 'rnnconv[openvino]'"  # what installs the openvino package with rnnconv
 _CORE: list = []
 
 
@@ -104,14 +105,15 @@ def run(path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None
 
 
 def _tensor(ov, value: np.ndarray, element_type):
+    # np.asarray(order="C"), not np.ascontiguousarray: that makes a scalar (an If condition) a [1] tensor.
     if element_type == ov.Type.bf16:  # copy the bits: `.data` of a bf16 tensor is typed float16
-        arr = np.ascontiguousarray(value.astype(ml_dtypes.bfloat16))
+        arr = np.asarray(value.astype(ml_dtypes.bfloat16), order="C")
         tensor = ov.Tensor(ov.Type.bf16, list(arr.shape))
         tensor.data.view(np.uint16)[...] = arr.view(np.uint16)
         return tensor
     if element_type.is_dynamic():
-        return np.ascontiguousarray(value)
-    return np.ascontiguousarray(value.astype(element_type.to_dtype(), copy=False))
+        return np.asarray(value, order="C")
+    return np.asarray(value.astype(element_type.to_dtype(), copy=False), order="C")
 
 
 def _child() -> None:
