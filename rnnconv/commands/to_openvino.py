@@ -83,15 +83,22 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
     _refuse_quantized(model)
     report = Report(command="to-openvino", verified=mode)
     options = checks.CheckOptions.of(**check, fp16_weights=fp16)
-    conversion, why = None, _route(model, route)
-    if why is None:
-        try:
-            conversion = translate(model, fp16)
-        except Unsupported as err:
-            if route == "rnnconv" or not openvino_runtime.available():
-                raise
-            why = f"rnnconv's own writer cannot convert it alone ({err})"
     with contextlib.ExitStack() as stack:
+        if mode == "full" and isolate and (openvino_runtime.available() if runtime is None else runtime):
+            # The runtime's process starts now (it imports openvino while this one converts); it compiles the IR
+            # as soon as it is written, while the other checks run.
+            worker = openvino_runtime.Worker()
+            stack.callback(worker.close)
+        else:
+            worker = None
+        conversion, why = None, _route(model, route)
+        if why is None:
+            try:
+                conversion = translate(model, fp16)
+            except Unsupported as err:
+                if route == "rnnconv" or not openvino_runtime.available():
+                    raise
+                why = f"rnnconv's own writer cannot convert it alone ({err})"
         # Without an output, the IR still lies in files while it is checked (the OpenVINO runtime reads files).
         where = out if out is not None else Path(stack.enter_context(tempfile.TemporaryDirectory())) / "model.xml"
         staged = stack.enter_context(io.Staged([where.with_suffix(".bin"), where], str(where)))
@@ -101,13 +108,15 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
             report.rewrites.extend(conversion.rewrites)
         else:
             graph, pairs = _write_through_openvino(source, model, staged, where, fp16, report, why)
+        before, after = onnx_model(model, io.source_name(source)), ir_model(graph, str(out), tmp_xml, tmp_bin)
+        precision = checks.precision_for(model)
+        started = checks.start_runtime(before, after, options, worker, precision=precision) if worker else None
         if mode != "none":
             report.checks.extend(checks.check_nodes(pairs, options))
         if mode == "full":
             report.checks.extend(checks.check_models(
-                onnx_model(model, io.source_name(source)), ir_model(graph, str(out), tmp_xml, tmp_bin),
-                options, runtime=runtime, isolate=isolate, skipped=report.skipped, notes=report.notes,
-                precision=checks.precision_for(model)))
+                before, after, options, runtime=runtime, isolate=isolate, skipped=report.skipped,
+                notes=report.notes, precision=precision, started=started))
         if not report.ok:
             raise VerificationFailed("to-openvino: " + report.verdict(), report)
         if out is not None:

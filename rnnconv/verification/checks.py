@@ -33,7 +33,7 @@ import onnx_ir as ir
 from rnnconv import runtimes
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.engine import ir_graph, openvino_runtime
-from rnnconv.errors import BadInput, human_size
+from rnnconv.errors import BadInput, RnnconvError, human_size
 from rnnconv.verification import engines
 from rnnconv.verification.inputs import (
     DEFAULT_DIM,
@@ -268,12 +268,40 @@ def _runtime_of(model: Model) -> str:
     return "onnxruntime" if model.format == "onnx" else "openvino"
 
 
+@dataclasses.dataclass
+class Started:
+    """The OpenVINO runtime's run of a converted IR, handed to a worker process before the other checks: a big
+    IR's compile (most of its whole-model check) overlaps them. check_models collects it."""
+
+    sets: list
+    pending: engines.Pending
+
+
+def start_runtime(before: Model, after: Model, options: CheckOptions, worker, *,
+                  precision: Optional[str] = None) -> Optional[Started]:
+    """Start what check_models(before, after, options, precision=precision) will run in the OpenVINO runtime
+    on `worker` (an openvino_runtime.Worker), on the inputs it will draw; None when it would not run it there
+    (the IR does not fit in memory to compile, or several input sets)."""
+    if after.format != "ir" or after.path is None or _would_not_fit(after):
+        return None
+    if precision is None:
+        precision = precision_for(before.onnx) if before.format == "onnx" else "float64"
+    try:
+        sets = input_sets(merge_specs(before, after), options, small=precision == "float32")
+    except RnnconvError:  # check_models says it, in its turn
+        return None
+    if len(sets) != 1:
+        return None
+    return Started(sets, engines.Pending(after, sets[0][0], worker))
+
+
 def check_models(before: Model, after: Model, options: CheckOptions, *, runtime: Optional[bool] = None,
                  isolate: bool = False, skipped: Optional[list] = None, notes: Optional[list] = None,
-                 precision: Optional[str] = None) -> list[Check]:
+                 precision: Optional[str] = None, started: Optional[Started] = None) -> list[Check]:
     """`before` against `after` on the same inputs (see the module's table). `runtime`: run the OpenVINO
-    runtime (default: when installed); `isolate`: real runtimes run in a child process. What could not be
-    checked goes to `skipped`, how the checks were made to `notes`."""
+    runtime (default: when installed); `isolate`: real runtimes run in a child process; `started`: that run,
+    already under way (start_runtime). What could not be checked goes to `skipped`, how the checks were made to
+    `notes`."""
     skipped = [] if skipped is None else skipped
     notes = [] if notes is None else notes
     if precision is None:
@@ -309,6 +337,13 @@ def check_models(before: Model, after: Model, options: CheckOptions, *, runtime:
                 return None, too_big
         if ref.engine == engine and ref.model is model:
             return ref, None
+        if started is not None and model is after and _same_sets(started.sets, sets):
+            out = Run(model, engine)
+            try:
+                out.outputs.append(started.pending.result())
+            except engines.CannotRun as err:
+                out.error = err
+            return out, None
         return run(model, engine, sets, isolate=isolate), None
 
     def stand_in(model: Model) -> Run:
@@ -385,6 +420,11 @@ def _size_attempts(model: Model, options: CheckOptions):
             yield f"dynamic dims at {size}, a size a Reshape in the model states", {"sizes": {"sequence": size,
                                                                                              "other": size}}
     yield "dims of no known role at 64", {"sizes": {"other": 64}}
+
+
+def _same_sets(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(
+        x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x) for (x, _), (y, _) in zip(a, b))
 
 
 def _short(text: str, n: int = 160) -> str:
