@@ -34,7 +34,7 @@ import onnx_ir as ir
 from rnnconv import io
 from rnnconv.conversion import Result
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.dialects.openvino import frontend, from_onnx, ops
+from rnnconv.dialects.openvino import from_onnx, frontend, ops
 from rnnconv.dialects.openvino import reader as ov_reader
 from rnnconv.dialects.openvino import writer as ov_writer
 from rnnconv.engine import openvino_runtime

@@ -69,8 +69,8 @@ class FrontendConversion:
     def imported_note(self) -> str:
         n = sum(self.imported.values())
         ops = ", ".join(f"{op} {k}" for op, k in sorted(self.imported.items(), key=lambda kv: (-kv[1], kv[0])))
-        return (f"OpenVINO's ONNX import converted the other {n} node(s) ({ops}); rnnconv mapped "
-                f"{len(self.mapped)} recurrent node(s)") if n else f"rnnconv mapped {len(self.mapped)} recurrent node(s)"
+        mapped = f"rnnconv mapped {len(self.mapped)} recurrent node(s)"
+        return f"OpenVINO's ONNX import converted the other {n} node(s) ({ops}); {mapped}" if n else mapped
 
 
 def convert(path, model: ir.Model, translate: Callable[[ir.Model], Conversion], *,
@@ -117,12 +117,12 @@ def save(converted: FrontendConversion, xml_path, bin_path, *, fp16: bool = Fals
 def _one_line(err: BaseException) -> str:
     """OpenVINO's conversion failure in one line: the ops it failed on and their reasons, without source paths."""
     text = str(err)
-    failed = re.search(r"Conversion is failed for: *(.*)", text)
+    failed = re.findall(r"(?:Conversion is failed for|No conversion rule found for operations): *(.*)", text)
     noise = ("Check ", "At:", "File ", "While validating", "FrontEnd API failed", "Model wasn't", "Summary", "--",
              "[ONNX Frontend]")
     reasons = list(dict.fromkeys(ln.strip() for ln in text.splitlines()
                                  if ln.strip() and not ln.strip().startswith(noise)))
-    head = f"failed on {failed.group(1).strip()}" if failed else type(err).__name__
+    head = f"failed on {', '.join(f.strip() for f in failed)}" if failed else type(err).__name__
     return (head + (f" ({'; '.join(reasons)})" if reasons else ""))[:400]
 
 
