@@ -194,7 +194,7 @@ def _write_through_openvino(source, model: ir.Model, staged, where: Path, fp16: 
             report.rewrites.append({**r, "what": f"{r['what']} (rnnconv's mapping, inside OpenVINO's import)"})
     pairs = [checks.NodePair(f"node {m.node.name}", onnx_model(m.single), ir_model(m.conversion.graph),
                              checks.precision_for(model, [m.node])) for m in converted.mapped]
-    return ov_reader.read(tmp_xml, tmp_bin), pairs
+    return ov_reader.read(tmp_xml, tmp_bin, mapped=True), pairs  # the weights stay in the file
 
 
 def _guard(out: Path, model: ir.Model, source, force: bool) -> None:
