@@ -185,7 +185,8 @@ class _Hook:
         for r in conversion.rewrites:
             r["node"] = rn.name
         outs = self._graft(conversion, inputs, rn)
-        self.mapped.append(Mapped(rn, single, conversion, keep))
+        if not any(m.node is rn for m in self.mapped):  # a body converted twice is one node to check and report
+            self.mapped.append(Mapped(rn, single, conversion, keep))
         return outs
 
     def _identify(self, op: str, inputs: list) -> onnx_recurrent.RecurrentNode:
