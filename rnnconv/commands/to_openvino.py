@@ -83,6 +83,7 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
     _refuse_quantized(model)
     report = Report(command="to-openvino", verified=mode)
     options = checks.CheckOptions.of(**check, fp16_weights=fp16)
+    conversion, why = None, _route(model, route)
     with contextlib.ExitStack() as stack:
         if mode == "full" and isolate and (openvino_runtime.available() if runtime is None else runtime):
             # The runtime's process starts now (it imports openvino while this one converts); it compiles the IR
@@ -91,7 +92,6 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
             stack.callback(worker.close)
         else:
             worker = None
-        conversion, why = None, _route(model, route)
         if why is None:
             try:
                 conversion = translate(model, fp16)

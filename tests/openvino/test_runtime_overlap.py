@@ -74,12 +74,19 @@ def test_big_layers_leave_the_interpreters_whole_model_run_to_the_runtime(tmp_pa
     assert [c.engines for c in report.checks][1] == "onnxruntime vs IR interpreter, float32"
 
 
-def test_the_runtimes_process_ends_when_the_command_fails(tmp_path, events):
-    from rnnconv.commands.to_openvino import to_openvino
+def test_the_runtimes_process_ends_when_the_command_fails(tmp_path, events, monkeypatch):
+    from rnnconv.commands import to_openvino as command
 
     seen, workers = events
-    with pytest.raises(Unsupported):
-        to_openvino(conv_lstm("1d"), tmp_path / "m.xml", isolate=True, route="rnnconv")
+
+    def refused(model, *args, **kwargs):
+        raise Unsupported("refused after the runtime's process started")
+
+    with monkeypatch.context() as m:
+        m.setattr(command, "translate", refused)
+        with pytest.raises(Unsupported):
+            command.to_openvino(FIXTURES / "lstm7_peepholes.onnx", tmp_path / "m.xml", isolate=True,
+                                route="rnnconv")
     assert seen == ["start"] and workers[0].proc.returncode is not None
-    to_openvino(FIXTURES / "lstm7_peepholes.onnx", tmp_path / "n.xml", isolate=True, verify="node")
+    command.to_openvino(FIXTURES / "lstm7_peepholes.onnx", tmp_path / "n.xml", isolate=True, verify="node")
     assert seen == ["start", "node checks"]  # no whole-model check: no runtime process
