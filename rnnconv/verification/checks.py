@@ -52,6 +52,9 @@ BIG_WEIGHT_BYTES = 64 << 20
 # Peak memory of OpenVINO's CPU plugin compiling an IR, per byte of its constants (measured with OpenVINO 2026.4
 # on bidirectional LSTMSequence IRs of 1 and 2.5 GB, rnnconv's and OpenVINO's own alike: 4.1x), with a margin.
 RUNTIME_COMPILE_FACTOR = 4.5
+# What the checks running beside an early-started runtime hold, per byte of the model's weights (onnxruntime's
+# session of the source: 1.6x measured on a 1 GB LSTM), with a margin: start_runtime demands it on top.
+BESIDE_FACTOR = 2.0
 NOT_INSTALLED = f"openvino not installed: {openvino_runtime.INSTALL}"
 
 
@@ -218,17 +221,18 @@ def _check_node_memory(pair: NodePair, sets: list) -> None:
 
 # -- whole-model checks ---------------------------------------------------------------------------------------
 
-def _would_not_fit(model: Model) -> Optional[str]:
+def _would_not_fit(model: Model, factor: float = RUNTIME_COMPILE_FACTOR) -> Optional[str]:
     """Why the OpenVINO runtime is left out: this machine lacks the memory to compile the IR (the kernel would
-    kill the process, which says nothing about the IR). None when it fits or memory is unknown."""
+    kill the process, which says nothing about the IR), `factor` times its weights. None when it fits or memory
+    is unknown."""
     if model.format != "ir":
         return None
-    need = RUNTIME_COMPILE_FACTOR * sum(layer.value.nbytes for layer in model.graph.all_layers()
-                                        if layer.type == "Const" and layer.value is not None)
+    need = factor * sum(layer.value.nbytes for layer in model.graph.all_layers()
+                        if layer.type == "Const" and layer.value is not None)
     available = _available_memory()
     if available is None or need <= available:
         return None
-    return (f"OpenVINO runtime: compiling this IR needs about {need / 2**30:.1f} GiB ({RUNTIME_COMPILE_FACTOR}x "
+    return (f"OpenVINO runtime: compiling this IR needs about {need / 2**30:.1f} GiB ({factor}x "
             f"its weights), {available / 2**30:.1f} GiB is available; on a machine with more, `rnnconv verify` "
             f"with the OpenVINO engine runs it")
 
@@ -282,8 +286,8 @@ def start_runtime(before: Model, after: Model, options: CheckOptions, worker, *,
     """Start what check_models(before, after, options, precision=precision) will run in the OpenVINO runtime
     on `worker` (an openvino_runtime.Worker), on the inputs it will draw; None when it would not run it there
     (the IR does not fit in memory to compile, or several input sets)."""
-    if after.format != "ir" or after.path is None or _would_not_fit(after):
-        return None
+    if after.format != "ir" or after.path is None or _would_not_fit(after, RUNTIME_COMPILE_FACTOR + BESIDE_FACTOR):
+        return None  # (check_models may still run it alone, afterwards)
     if precision is None:
         precision = precision_for(before.onnx) if before.format == "onnx" else "float64"
     try:
