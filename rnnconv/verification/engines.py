@@ -177,6 +177,27 @@ def _run_openvino(model: Model, feeds, isolate: bool) -> dict[str, np.ndarray]:
             outputs = openvino_runtime.run(path, feeds, bin_path, reshape=model.format == "ir", isolate=isolate)
         except openvino_runtime.Crashed as err:
             raise Crashed(str(err)) from err
+    return _openvino_outputs(model, outputs)
+
+
+class Pending:
+    """A run of the OpenVINO runtime on a model's files, handed now to a started `openvino_runtime.Worker`;
+    `result()` gives what `run` would (and raises as it does)."""
+
+    def __init__(self, model: Model, feeds: Mapping[str, np.ndarray], worker: "openvino_runtime.Worker"):
+        self.model, self.worker = model, worker
+        worker.submit(model.path, feeds, model.bin_path, reshape=model.format == "ir")
+
+    def result(self) -> dict[str, np.ndarray]:
+        try:
+            return _openvino_outputs(self.model, self.worker.result())
+        except openvino_runtime.Crashed as err:
+            raise Crashed(str(err)) from err
+        except Exception as err:  # OpenVINO refused the model
+            raise CannotRun(one_line(err)) from err
+
+
+def _openvino_outputs(model: Model, outputs: list) -> dict[str, np.ndarray]:
     if model.format == "onnx":
         return {n: o.value for o in outputs for n in o.names}
     # Each Result under the name rnnconv gives it: found by the Result's name, else by a tensor name.

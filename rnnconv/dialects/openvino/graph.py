@@ -275,6 +275,13 @@ class IRGraph:
         layer.outputs.append(Port(0, et, list(array.shape)))
         return Out(layer, 0)
 
+    def weight(self, array, fp16: bool = False, name: Optional[str] = None) -> Out:
+        """A float weight (`const`); with `fp16`, float32 data of more than one element is stored as f16 and
+        decompressed by Convert-1 to f32, as ov.save_model(compress_to_fp16=True) writes it (scalars stay)."""
+        if fp16 and np.dtype(array.dtype) == np.float32 and array.size > 1:
+            return self.op("Convert", self.const(array.astype(np.float16), name=name), destination_type="f32")
+        return self.const(array, name=name)
+
     def add(self, type_: str, inputs: Sequence[Out], attrs: Optional[dict] = None, *, version: str = "opset1",
             name: Optional[str] = None, outputs: Optional[list[tuple[str, Optional[list[int]]]]] = None) -> list[Out]:
         """Add an operation; output ports come from `outputs` or from shape inference."""
@@ -313,6 +320,30 @@ class IRGraph:
         layer.inputs.append(Port(0, src.element_type, None if src.dims is None else list(src.dims)))
         self.edges.append(Edge(src.layer.id, src.port.id, layer.id, 0))
         return layer
+
+    def reinfer(self) -> None:
+        """After a rewrite rewired edges: every input port takes its producer's element type and dims, and a
+        layer whose inputs changed infers its outputs again (`shapes`), so both ends of every edge agree
+        downstream. Layers without a shape rule (TensorIterator...) keep their outputs."""
+        by_id, producers = self.by_id(), self.producers()
+        for layer in self.topological():
+            sources, changed = [], False
+            for p in layer.inputs:
+                src = by_id[producers[(layer.id, p.id)][0]]
+                index = next(i for i, q in enumerate(src.outputs) if q.id == producers[(layer.id, p.id)][1])
+                out = Out(src, index)
+                sources.append(out)
+                if (p.element_type, p.dims) != (out.element_type, out.dims):
+                    p.element_type, p.dims = out.element_type, None if out.dims is None else list(out.dims)
+                    changed = True
+            if not changed or layer.type in ("Result", "TensorIterator", "Loop", "If"):
+                continue
+            try:
+                inferred = shapes.infer(layer, sources)
+            except BadInput:  # no rule for this type
+                continue
+            for port, (et, dims) in zip(layer.outputs, inferred):
+                port.element_type, port.dims = et, None if dims is None else list(dims)
 
     # -- reading ------------------------------------------------------------------------------------------
     def by_id(self) -> dict[int, IRLayer]:

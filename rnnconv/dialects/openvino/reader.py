@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import mmap
 import os
 import stat
 import xml.parsers.expat
@@ -93,18 +94,20 @@ def parse_xml(data: bytes, where: str = "<xml>") -> _Element:
     return root[0]
 
 
-def read(xml_path, bin_path=None) -> IRGraph:
-    """Read IR version 10 or 11; Const data is copied out of the .bin after checking offsets. A missing .bin is
-    an error only when a Const needs bytes from it."""
+def read(xml_path, bin_path=None, *, mapped: bool = False) -> IRGraph:
+    """Read IR version 10 or 11; Const data is copied out of the .bin after checking offsets, or with `mapped`,
+    left there as read-only views of the memory-mapped file (a big IR costs no copy of its weights). A missing
+    .bin is an error only when a Const needs bytes from it."""
     xml_path = Path(xml_path)
     bin_path = Path(bin_path) if bin_path is not None else xml_path.with_suffix(".bin")
     data = _read_regular_file(xml_path)
-    weights = _read_regular_file(bin_path, missing_ok=True)
+    weights = _read_regular_file(bin_path, missing_ok=True, mapped=mapped)
     return parse(data, weights, where=str(xml_path), bin_where=str(bin_path))
 
 
-def _read_regular_file(path: Path, missing_ok: bool = False) -> Optional[bytearray]:
-    """The bytes of a regular file, at most as many as its size when opened (None when missing and allowed).
+def _read_regular_file(path: Path, missing_ok: bool = False, mapped: bool = False):
+    """The bytes of a regular file, at most as many as its size when opened (None when missing and allowed);
+    `mapped`: a read-only memory map of them.
 
     Opened non-blocking and checked with fstat on the open descriptor: a FIFO would block the open or the read
     forever, and a device such as /dev/zero never ends."""
@@ -125,6 +128,13 @@ def _read_regular_file(path: Path, missing_ok: bool = False) -> Optional[bytearr
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise BadInput(f"{path}: not a regular file")
+    if mapped and st.st_size:
+        try:
+            return mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
+        except OSError as err:
+            raise IOFailure(f"{path}: cannot read ({err.strerror or err})") from err
+        finally:
+            os.close(fd)
     buf, got = bytearray(st.st_size), 0
     try:
         with open(fd, "rb", buffering=0) as f, memoryview(buf) as view:
@@ -269,7 +279,8 @@ def _const_data(layer: IRLayer, weights: _Weights, where: str) -> np.ndarray:
         raise BadInput(f"{label}: needs bytes {offset}..{offset + size} of {weights.name}, which is missing")
     if offset + size > len(weights.data):
         raise BadInput(f"{label}: bytes {offset}..{offset + size} lie outside the .bin ({len(weights.data)} bytes)")
-    return np.frombuffer(weights.data, dtype=dtype, count=need // dtype.itemsize, offset=offset).reshape(shape).copy()
+    view = np.frombuffer(weights.data, dtype=dtype, count=need // dtype.itemsize, offset=offset).reshape(shape)
+    return view if isinstance(weights.data, mmap.mmap) else view.copy()  # a copy frees the file's bytes
 
 
 def bin_path_for(xml_path) -> Path:
