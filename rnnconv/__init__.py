@@ -1,7 +1,7 @@
 """rnnconv: move recurrent layers (ONNX GRU, LSTM, RNN) between conventions, and prove the numbers were kept.
 
 Public API (each takes a path, a ModelProto or an onnx_ir Model; converting calls return a Result with `.model`
-and `.report`): upgrade, downgrade, convert_layout, to_openvino, from_openvino, verify, check, inspect.
+and `.report`): upgrade, downgrade, convert_layout, dequantize, to_openvino, from_openvino, verify, check, inspect.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ _API = {
     "upgrade": "rnnconv.commands.upgrade",
     "downgrade": "rnnconv.commands.downgrade",
     "convert_layout": "rnnconv.commands.layout",
+    "dequantize": "rnnconv.commands.dequantize",
     "to_openvino": "rnnconv.commands.to_openvino",
     "from_openvino": "rnnconv.commands.from_openvino",
     "verify": "rnnconv.commands.verify",

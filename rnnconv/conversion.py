@@ -4,7 +4,8 @@ write.
 Principle: no silent wrong answer. Each node a pass replaced is run against its replacement (real weights, random
 inputs with varied sequence_lens), then the whole model before against after (`verification.checks`). Any
 mismatch raises VerificationFailed and nothing is written. The interface (input and output names, dtypes, shapes)
-never changes; the result passes onnx.checker's full check.
+never changes; the result passes onnx.checker's full check (a result that does not is a step rnnconv lacks:
+Unsupported, naming op and versions).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -105,6 +107,26 @@ def _share_external(copy: ir.Model, model: ir.Model) -> None:
                 v.const_value.base_dir = next(iter(bases))
 
 
+# How onnx.checker names the op of the node it refuses.
+_CHECKER_OP = re.compile(r"op_type:\s*(\w+)|for operator (\w+)|Op \((\w+)\)|Node \(\S*\) of type (\w+)|"
+                         r"OpType:\s*(\w+)")
+
+
+def missing_step(command: str, message: str, before: int, after: int) -> Unsupported:
+    """A converted model that fails onnx.checker: a step rnnconv lacks (exit 3), named by op and versions."""
+    found = _CHECKER_OP.search(message)
+    op = next((g for g in found.groups() if g), None) if found else None
+    a, b = (schemas.schema_since_version(op, v) for v in (before, after)) if op else (None, None)
+    if op is None or a is None or b is None:
+        where = f"opset {before} -> {after}"
+    elif a == b:
+        where = f"{op}-{a}"
+    else:
+        where = f"{op}-{a} to {op}-{b}"
+    return Unsupported(f"{command}: no step of rnnconv moves {where} correctly: the converted model fails "
+                       f"onnx.checker ({message})")
+
+
 def node_pair(model: ir.Model, r: Rewrite, subject: str) -> checks.NodePair:
     """The rewritten node alone and its replacement alone, as models with the same inputs and output names."""
     rn = r.original
@@ -147,6 +169,7 @@ def convert(source, output, *, command: str, passes: Sequence[Pass], verify: str
         onnx_recurrent.find(model, io.source_name(source))  # bad recurrent nodes: BadInput naming the file
         infer_shapes(model)
         interface_before = interface(model)
+        opset_before = onnx_recurrent.default_opset(model)
         report = Report(command, verified=verify)
         pairs: list[checks.NodePair] = []
         rewriting = [p for p in passes if isinstance(p, RewritePass)]
@@ -160,6 +183,7 @@ def convert(source, output, *, command: str, passes: Sequence[Pass], verify: str
 
                 p.observe = observe
             result = p(model)
+            report.notes.extend(result.changes)  # what the pass did beside its rewrites
             if isinstance(p, RewritePass) and result.rewrites:
                 # Scoped to the rewrites' Transposes (and the ones they meet): the rest is not ours to edit.
                 FoldTransposes(scope=[n for r in result.rewrites for n in r.nodes])(model)
@@ -168,7 +192,7 @@ def convert(source, output, *, command: str, passes: Sequence[Pass], verify: str
         try:
             io.check_full(model)
         except RnnconvError as err:
-            raise VerificationFailed(f"{command}: the converted model fails onnx.checker: {err}", report) from err
+            raise missing_step(command, str(err), opset_before, onnx_recurrent.default_opset(model)) from err
         total = len(pairs) + (verify == "full") + (output is not None)
         step = iter(range(total + 1))
         report.checks.extend(checks.check_nodes(pairs, options, lambda label: tick(next(step), total, label)))

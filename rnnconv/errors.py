@@ -84,6 +84,18 @@ class BadInput(RnnconvError):
     exit_code = EXIT_BAD_INPUT
 
 
+class NodeFailed(BadInput):
+    """A node of the model failed while rnnconv's engine ran it: the model cannot run on these inputs.
+
+    `node` is the node's path (scope + name, as `dialects.onnx_recurrent.walk` spells it), `op` its type,
+    `inputs` what it got ("float32[1,576]", "-" for an absent optional input), `reason` the underlying error."""
+
+    def __init__(self, node: str, op: str, inputs: Iterable[str], reason: str, **kwargs):
+        self.node, self.op, self.inputs, self.reason = node, op, tuple(inputs), reason
+        super().__init__(f"node {node!r} ({op}) failed: {reason}; its inputs: {', '.join(self.inputs) or 'none'}",
+                         **kwargs)
+
+
 class IOFailure(RnnconvError):
     """Reading or writing a file failed (unreadable input, unwritable folder, full disk); nothing was written."""
 

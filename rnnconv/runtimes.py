@@ -23,6 +23,7 @@ TARGETS = ("onnxruntime", "openvino", "onnx-reference")
 
 REFUSES = "refuses"  # the runtime raises: loud, but the model does not run
 WRONG = "silently wrong"  # the runtime runs and returns other numbers (or shapes) than the spec's
+DIFFERS = "computes differently"  # the runtime runs an approximation of its own (quantized ops)
 
 
 @dataclasses.dataclass
@@ -47,6 +48,8 @@ def _fixes(model: str) -> dict[str, str]:
         "downgrade-bf16": f"rnnconv downgrade {model} --opset 21 -o {stem}.opset21.onnx",
         "to-openvino": f"rnnconv to-openvino {model} -o {stem}.xml",
         "engine": "rnnconv verify REFERENCE CANDIDATE --engine rnnconv (rnnconv's engine runs it as the spec says)",
+        "dequantize": f"rnnconv dequantize {model} -o {stem}.float.onnx (a float LSTM every runtime runs alike; "
+                      f"its error against onnxruntime's quantized run is measured and reported)",
     }
 
 
@@ -125,3 +128,20 @@ def node_findings(rn: onnx_recurrent.RecurrentNode, target: str, model: str = "M
     return out
 
 
+
+
+def quantized_findings(q, target: str, model: str = "MODEL", measured: str = "") -> list[Finding]:
+    """What `target` does with a com.microsoft DynamicQuantizeLSTM (dialects/onnx_quantized.QuantizedLSTM), whose
+    definition is onnxruntime's kernel; `measured`: what a run of the node alone found (check adds it)."""
+    fix = _fixes(model)
+    if target == "onnxruntime":
+        return []  # its own op, as its CPU kernel defines it
+    if target == "openvino":
+        problem = ("OpenVINO's ONNX import runs it, computed otherwise than onnxruntime's kernel (which defines "
+                   "the op): other numbers, no error")
+        return [Finding(target, q.name, q.op, q.version, DIFFERS, problem + (f" ({measured})" if measured else ""),
+                        fix["dequantize"])]
+    if target == "onnx-reference":
+        return [Finding(target, q.name, q.op, q.version, REFUSES, "onnx's ReferenceEvaluator has no com.microsoft "
+                        "ops", f"{fix['dequantize']}; or {fix['engine']}")]
+    raise UsageError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")

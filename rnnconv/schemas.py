@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import onnx
 import onnx_ir as ir
 
@@ -32,21 +34,29 @@ def convert_version(model: ir.Model, target: int) -> ir.Model:
         converted = version_converter.convert_version(ir.serde.serialize_model(model), target)
     except Exception as err:
         lines = str(err).strip().splitlines()
-        raise Unsupported(lines[0] if lines else type(err).__name__) from err
+        reason = lines[0].split("Assertion `false` failed: ")[-1] if lines else type(err).__name__
+        raise Unsupported(reason) from err
     return ir.serde.deserialize_model(converted)
 
 
-def schema_type_lists(op_type: str, version: int, domain: str = "") -> tuple[list, list]:
-    """For each formal input, and each formal output, of the schema: the allowed element types ('float', ...)."""
+@functools.lru_cache(maxsize=None)
+def schema_formals(op_type: str, version: int, domain: str = "") -> tuple[tuple, tuple]:
+    """The schema's formal inputs and outputs, each as (type parameter, allowed types, variadic): the allowed types
+    as onnx writes them ("tensor(float)", "seq(tensor(int64))"); formals that share a type parameter must have
+    one type."""
     schema = onnx.defs.get_schema(op_type, version, domain)
-    constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    constraints = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
 
-    def allowed(type_str: str) -> set[str] | None:
-        strs = constraints.get(type_str, [type_str])
-        out = {t[len("tensor("):-1] for t in strs if t.startswith("tensor(")}
-        return {"double" if t == "double" else t for t in out} or None
+    def formal(f):
+        return f.type_str, constraints.get(f.type_str, frozenset([f.type_str])), f.option == variadic
 
-    return [allowed(f.type_str) for f in schema.inputs], [allowed(f.type_str) for f in schema.outputs]
+    return tuple(formal(f) for f in schema.inputs), tuple(formal(f) for f in schema.outputs)
+
+
+def attribute_type(op_type: str, version: int, name: str, domain: str = "") -> str:
+    """The type of one attribute of the schema: "INT", "INTS", "FLOAT", "FLOATS", "STRING", ..."""
+    return onnx.defs.get_schema(op_type, version, domain).attributes[name].type.name
 
 
 def min_ir_version(opset: int) -> int:

@@ -2,6 +2,12 @@
 for them, the runtimes that judge rnnconv (onnxruntime, the OpenVINO runtime at f32, and rnnconv's engine, itself
 held against the first two in tests/engine/), and the CLI run in this process.
 
+Every OpenVINO IR a test writes is checked as it is written (the autouse fixture at the end): by rnnconv's own
+writer (every path to it goes through `writer.write_to`) and by OpenVINO's save on to-openvino's OpenVINO route
+(`frontend.save`, read back). Both ends of every edge must agree in element type and dims
+(`validate.edge_mismatches`) and the reader-side checks must pass (`validate.validate`): stale port shapes are what
+OpenVINO's reader and rnnconv's own refuse.
+
 Tests import these by name (`from tests.conftest import recurrent_model, run_onnxruntime`); pytest loads this
 module as `tests.conftest`, so both are the same module.
 """
@@ -16,6 +22,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 REPO = Path(__file__).resolve().parents[1]
@@ -443,3 +450,32 @@ def run_cli(argv) -> tuple[int, str, str]:
         else:
             code = 0
     return code, out.getvalue(), err.getvalue()
+
+
+# -- every IR a test writes ---------------------------------------------------------------------------------
+
+def check_ir(graph, where: str = "IR") -> None:
+    """The reader-side checks (`validate.validate`) and both ends of every edge agreeing (`edge_mismatches`)."""
+    from rnnconv.dialects.openvino import validate
+
+    validate.validate(graph, where)
+    bad = validate.edge_mismatches(graph, where)
+    assert not bad, "\n".join(bad[:5])
+
+
+@pytest.fixture(autouse=True)
+def _every_written_ir_is_checked(monkeypatch):
+    from rnnconv.dialects.openvino import frontend, reader, writer
+
+    write_to, save = writer.write_to, frontend.save
+
+    def checked_write_to(graph, *args, **kwargs):
+        check_ir(graph, f"IR {graph.name!r} as rnnconv writes it")
+        return write_to(graph, *args, **kwargs)
+
+    def checked_save(converted, xml_path, bin_path, **kwargs):
+        save(converted, xml_path, bin_path, **kwargs)
+        check_ir(reader.read(xml_path, bin_path), f"{xml_path} as OpenVINO saved it")
+
+    monkeypatch.setattr(writer, "write_to", checked_write_to)
+    monkeypatch.setattr(frontend, "save", checked_save)

@@ -63,7 +63,8 @@ from rnnconv.errors import (  # noqa: E402
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 # Each entry is a module in rnnconv/cli/ defining `command`; adding a command is one line here.
-COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "to_openvino", "from_openvino", "verify", "check"]
+COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "dequantize", "to_openvino", "from_openvino", "verify",
+            "check"]
 
 
 @click.group(epilog=exit_codes_help())

@@ -8,7 +8,7 @@ from rnnconv.cli.batch import converting
 from rnnconv.cli.options import option
 
 
-@converting("from-openvino", reads=".xml", writes=".onnx", verify_modes=("full", "none"))
+@converting("from-openvino", reads=".xml", writes=".onnx")
 @option("--bin", "bin", type=click.Path(dir_okay=False), default=None,
         help="The weights file (default: MODEL with the suffix .bin; one MODEL only).")
 @option("--opset", type=int, default=None,
@@ -23,10 +23,13 @@ def command(bin, opset, layout):
 
     Weights stored as fp16 come back decompressed; zero initial states and sequence lengths that OpenVINO
     synthesized from shapes come back absent; a TensorIterator whose body is one LSTMCell / GRUCell / RNNCell step
-    becomes the ONNX sequence op. The IR runs in rnnconv's IR interpreter and in the OpenVINO runtime (CPU, f32,
-    when installed) against the ONNX model in rnnconv's engine and onnxruntime: nothing is written on a mismatch
-    (exit 1), and layers without an ONNX mapping are all listed (exit 3). Several models or directories with
-    --out-dir DIR run in batch mode (see --jobs, --report).
+    becomes the ONNX sequence op, other If / Loop / TensorIterator bodies ONNX If and Loop; convolutions, pooling,
+    normalization, attention, STFT and the other layers real models hold map through the op table to-openvino
+    shares. The IR runs in rnnconv's IR interpreter and in the OpenVINO runtime (CPU, f32, when installed) against
+    the ONNX model in rnnconv's engine and onnxruntime, after each recurrent layer alone (--verify node: the layers
+    only): nothing is written on a mismatch (exit 1), and layers without an ONNX mapping are all listed, a layer
+    that needs a newer opset with that opset (exit 3). Several models or directories with --out-dir DIR run in
+    batch mode (see --jobs, --report).
 
     Example: rnnconv from-openvino fixtures/openvino/lstm_batch_first_legacy14.xml -o lstm.onnx
     """

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import functools
 
+import click
+
 from rnnconv.cli.batch import converting
 from rnnconv.cli.options import option
 
@@ -9,20 +11,28 @@ from rnnconv.cli.options import option
 @converting("to-openvino", writes=".xml")
 @option("--fp16", is_flag=True, help="Store float weights as f16 (decompressed to f32 at load, as ov.save_model "
                                      "does); verified at 2e-3.")
-def command(fp16):
+@option("--route", type=click.Choice(["auto", "rnnconv", "openvino"]), default="auto", show_default=True,
+        help="auto: rnnconv's own writer when every op is in its table (no openvino package needed; streams big "
+             "models), else OpenVINO's ONNX import with every GRU/LSTM/RNN still mapped by rnnconv. rnnconv or "
+             "openvino: that route only.")
+def command(fp16, route):
     """Write each MODEL as OpenVINO IR v11 (OUT.xml + OUT.bin), GRU/LSTM/RNN as opset5 Sequence ops.
 
     What those ops cannot express (peepholes, input_forget, activations other than relu/sigmoid/tanh, clip 0,
     and sequence_lens with dynamic dims, which OpenVINO's CPU plugin ignores) becomes an explicit TensorIterator
     recurrence: never dropped. Every recurrent node is checked alone, then the whole model: the source in
     onnxruntime (rnnconv's engine where onnxruntime cannot run it) against the IR in rnnconv's IR interpreter
-    and in the OpenVINO runtime (CPU, f32) when installed. Exit 1 and nothing written on a mismatch; exit 3
-    listing every op type that has no OpenVINO mapping. Several models or directories with --out-dir DIR run
-    in batch mode (see --jobs, --report).
+    and in the OpenVINO runtime (CPU, f32) when installed. Exit 1 and nothing written on a mismatch.
+
+    Models with ops outside rnnconv's own table (a convolutional front end, If bodies...) go through OpenVINO's
+    ONNX import when the openvino package is installed, each recurrent node still mapped by rnnconv (the report
+    says which nodes rnnconv mapped and what OpenVINO imported); without it, exit 3 listing the op types.
+    com.microsoft DynamicQuantizeLSTM: exit 3 (dequantize first). Several models or directories with --out-dir
+    DIR run in batch mode (see --jobs, --report).
 
     Example: rnnconv to-openvino fixtures/lstm.onnx -o lstm.xml
     """
-    return functools.partial(convert, fp16=fp16)
+    return functools.partial(convert, fp16=fp16, route=route)
 
 
 def convert(source, output, **kwargs):

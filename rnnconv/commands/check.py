@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
+import numpy as np
+
 from rnnconv import io
-from rnnconv.dialects import onnx_recurrent
+from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.errors import UsageError
-from rnnconv.runtimes import TARGETS, Finding, node_findings
+from rnnconv.runtimes import TARGETS, Finding, node_findings, quantized_findings
 
 
 def _label(model) -> str:
@@ -19,7 +21,8 @@ def _label(model) -> str:
 def findings(model, targets: Iterable[str] = TARGETS) -> list[Finding]:
     """Every finding for every recurrent node of `model` (a path, ModelProto or onnx_ir Model) and target."""
     targets = _valid(targets)
-    return _findings(onnx_recurrent.find(io.load(model)), targets, _label(model))
+    m = io.load(model)
+    return _findings(m, onnx_recurrent.find(m), onnx_quantized.find(m), targets, _label(model))
 
 
 def _valid(targets: Iterable[str]) -> list[str]:
@@ -30,17 +33,44 @@ def _valid(targets: Iterable[str]) -> list[str]:
     return targets
 
 
-def _findings(nodes, targets, label) -> list[Finding]:
-    return [f for rn in nodes for t in targets for f in node_findings(rn, t, label)]
+def _findings(model, nodes, quantized, targets, label) -> list[Finding]:
+    found = [f for rn in nodes for t in targets for f in node_findings(rn, t, label)]
+    for q in quantized:
+        for t in targets:
+            measured = measure_openvino(model, q) if t == "openvino" else ""
+            found += quantized_findings(q, t, label, measured)
+    return found
+
+
+def measure_openvino(model, q: onnx_quantized.QuantizedLSTM) -> str:
+    """How far OpenVINO's import of a DynamicQuantizeLSTM is from onnxruntime's run, the node alone on random
+    inputs (its real weights)."""
+    from rnnconv.engine import openvino_runtime
+    from rnnconv.verification import checks, extract
+    from rnnconv.verification.model import onnx_model
+    from rnnconv.verification.specs import input_specs
+
+    if not openvino_runtime.available():
+        return "not measured: openvino is not installed"
+    alone = onnx_model(extract.recurrent_node(q, dict(model.opset_imports), model.ir_version))
+    sets = checks.input_sets(input_specs(alone), checks.CheckOptions())
+    ort_run, ov_run = (checks.run(alone, engine, sets, isolate=True) for engine in ("onnxruntime", "openvino"))
+    if not (ort_run.ok and ov_run.ok):
+        return f"not measured: {(ort_run.error or ov_run.error)}"
+    diff = max(float(np.max(np.abs(np.asarray(ov_run.outputs[0][k], np.float64) - ort_run.outputs[0][k]), initial=0))
+               for k in ort_run.outputs[0] if k in ov_run.outputs[0])
+    return (f"measured on the node alone, random inputs {checks.describe_inputs(sets[0][1])}: max |diff| "
+            f"{diff:.3g} from onnxruntime")
 
 
 def check(model, targets: Iterable[str] = TARGETS) -> dict:
     """A JSON-ready report: the model, the targets, the number of recurrent nodes and every finding."""
     targets = _valid(targets)
-    nodes = onnx_recurrent.find(io.load(model))
-    found = _findings(nodes, targets, _label(model))
-    return {"model": _label(model), "targets": targets, "recurrent_nodes": len(nodes), "ok": not found,
-            "findings": [f.as_dict() for f in found]}
+    m = io.load(model)
+    nodes, quantized = onnx_recurrent.find(m), onnx_quantized.find(m)
+    found = _findings(m, nodes, quantized, targets, _label(model))
+    return {"model": _label(model), "targets": targets, "recurrent_nodes": len(nodes) + len(quantized),
+            "ok": not found, "findings": [f.as_dict() for f in found]}
 
 
 def lines(report: dict) -> list[str]:

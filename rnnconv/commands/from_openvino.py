@@ -1,9 +1,10 @@
 """`from_openvino`: OpenVINO IR (versions 10 and 11) back to ONNX, recurrent layers as ONNX GRU / LSTM / RNN.
 
 The translation is `rnnconv.dialects.openvino.to_onnx`. Nothing is written unless the ONNX model passes
-onnx.checker's full check and matches the IR (`verification.checks`): the IR in rnnconv's IR interpreter against
-the ONNX model in rnnconv's engine (float64), and the IR in the OpenVINO runtime (CPU, f32) against the ONNX model
-in onnxruntime.
+onnx.checker's full check and matches the IR (`verification.checks`): each recurrent layer alone (its IR, with its
+real weights, in rnnconv's IR interpreter against its ONNX translation in rnnconv's engine), then the whole model:
+the IR in rnnconv's IR interpreter against the ONNX model in rnnconv's engine (float64), and the IR in the OpenVINO
+runtime (CPU, f32) against the ONNX model in onnxruntime.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from rnnconv import io
 from rnnconv.conversion import Result, check_opset
 from rnnconv.dialects.onnx_recurrent import LAYOUT_SINCE
 from rnnconv.dialects.openvino import reader as ov_reader
-from rnnconv.dialects.openvino.to_onnx import MIN_OPSET, Converter
+from rnnconv.dialects.openvino.to_onnx import MIN_OPSET, Converter, Rewritten
 from rnnconv.dialects.openvino.validate import validate
 from rnnconv.engine.onnxruntime_runtime import newest_common_opset
 from rnnconv.errors import (
@@ -26,11 +27,9 @@ from rnnconv.errors import (
     UsageError,
     VerificationFailed,
 )
-from rnnconv.verification import checks
+from rnnconv.verification import VERIFY_MODES, checks
 from rnnconv.verification.model import ir_model, onnx_model
 from rnnconv.verification.report import Report
-
-VERIFY_MODES = ("full", "none")
 
 
 def from_openvino(xml, output=None, *, bin=None, opset: Optional[int] = None, layout: int = 0,
@@ -39,8 +38,9 @@ def from_openvino(xml, output=None, *, bin=None, opset: Optional[int] = None, la
 
     `opset`: default-domain opset of the result (default: the newest onnx and onnxruntime both run);
     `layout`: 0 (time-major, Transposes around each recurrent node; onnxruntime runs it) or 1 (batch-major,
-    opset >= 14); `verify`: "full" or "none"; `runtime`: also run the OpenVINO runtime (default: when installed);
-    `check`: how outputs are compared (see CheckOptions).
+    opset >= 14); `verify`: "full" (each recurrent layer alone, then the whole model), "node" (each recurrent layer
+    alone, on its real weights: for models too big to run whole) or "none"; `runtime`: also run the OpenVINO
+    runtime (default: when installed); `check`: how outputs are compared (see CheckOptions).
     """
     xml = Path(os.fspath(xml))
     bin_path = Path(os.fspath(bin)) if bin is not None else ov_reader.bin_path_for(xml)
@@ -76,13 +76,25 @@ def from_openvino(xml, output=None, *, bin=None, opset: Optional[int] = None, la
         io.check_full(model)
     except RnnconvError as err:
         raise VerificationFailed(f"from-openvino: the converted model fails onnx.checker: {err}", report) from err
+    options = checks.CheckOptions.of(**check)
+    if verify != "none":
+        report.checks.extend(checks.check_nodes([_node_pair(rw, opset, layout) for rw in conv.recurrent], options))
     if verify == "full":
         source = ir_model(graph, str(xml), xml, bin_path if bin_path.exists() else None)
-        report.checks.extend(checks.check_models(source, onnx_model(model), checks.CheckOptions.of(**check),
-                                                 runtime=runtime, skipped=report.skipped, notes=report.notes))
-        if not report.ok:
-            raise VerificationFailed(f"from-openvino: {report.verdict()}; nothing written", report)
+        report.checks.extend(checks.check_models(source, onnx_model(model), options, runtime=runtime,
+                                                 skipped=report.skipped, notes=report.notes))
+    if not report.ok:
+        raise VerificationFailed(f"from-openvino: {report.verdict()}; nothing written", report)
     if output is not None:
         io.save(model, output, force=force, inputs=(xml, bin_path))
         report.output = str(output)
     return Result(model, report)
+
+
+def _node_pair(rewritten: Rewritten, opset: int, layout: int) -> checks.NodePair:
+    """The recurrent layer alone as IR, and its ONNX translation; a big layer (checks.precision_for) runs in
+    float32 with a small batch and sequence, on its real weights."""
+    alone = rewritten.alone()
+    onnx = Converter(alone, opset, layout).run()
+    return checks.NodePair(f"node {rewritten.path}", ir_model(alone, f"IR layer {rewritten.path}"),
+                           onnx_model(onnx, f"ONNX node {rewritten.path}"), checks.precision_for(onnx))

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from rnnconv import io
-from rnnconv.dialects import onnx_recurrent
-from rnnconv.runtimes import node_findings
+from rnnconv.dialects import onnx_quantized, onnx_recurrent
+from rnnconv.runtimes import node_findings, quantized_findings
 
 
-def runtimes(rn: onnx_recurrent.RecurrentNode) -> dict[str, list[str]]:
+def runtimes(rn) -> dict[str, list[str]]:
     """For each runtime, the reasons it cannot run this node as is (empty list: it can)."""
-    return {rt: [f.problem for f in node_findings(rn, rt)] for rt in ("onnxruntime", "openvino")}
+    findings = quantized_findings if isinstance(rn, onnx_quantized.QuantizedLSTM) else node_findings
+    return {rt: [f.problem for f in findings(rn, rt)] for rt in ("onnxruntime", "openvino")}
 
 
-def describe(rn: onnx_recurrent.RecurrentNode) -> dict:
+def describe(rn) -> dict:
+    """A RecurrentNode's or a QuantizedLSTM's row (the quantized one also says how its weights are stored)."""
     layer = rn.layer
     present = [k for k in ("B", "sequence_lens", "initial_h", "initial_c", "P") if rn.inputs.get(k) is not None]
     return {
@@ -35,6 +37,8 @@ def describe(rn: onnx_recurrent.RecurrentNode) -> dict:
         "dtype": getattr(layer.dtype, "name", None if layer.dtype is None else str(layer.dtype)),
         "runs_in": {rt: not why for rt, why in runtimes(rn).items()},
         "why_not": {rt: why for rt, why in runtimes(rn).items() if why},
+        **({"domain": onnx_quantized.DOMAIN, "weights": rn.weight_type, "per_channel": rn.per_channel}
+           if isinstance(rn, onnx_quantized.QuantizedLSTM) else {}),
     }
 
 
@@ -44,5 +48,5 @@ def inspect(model) -> dict:
     return {
         "ir_version": m.ir_version,
         "opset_import": dict(m.opset_imports),
-        "nodes": [describe(rn) for rn in onnx_recurrent.find(m, io.source_name(model))],
+        "nodes": [describe(rn) for rn in [*onnx_recurrent.find(m, io.source_name(model)), *onnx_quantized.find(m)]],
     }

@@ -40,7 +40,7 @@ def convert_layout(source, output=None, *, to: int, nodes: Optional[Sequence[str
     if to == 1 and target < LAYOUT_SINCE:
         raise Unsupported(f"layout 1 needs opset {LAYOUT_SINCE} or higher (GRU/LSTM/RNN-{LAYOUT_SINCE}); the model "
                           f"{'is' if opset is None else 'would be'} at opset {target}", fixes=(f"opset={LAYOUT_SINCE}",))
-    select(model, nodes)  # unknown node names fail before anything runs
+    select(model, nodes, to)  # unknown node names and nodes that cannot move fail before anything runs
     passes = [LayoutPass(to, nodes)]
     if target > current:
         passes.insert(0, OpsetPass(target))

@@ -1,13 +1,24 @@
 """`to_openvino`: ONNX recurrent models to OpenVINO IR v11 (.xml + .bin), verified before anything is written.
 
-The translation is `rnnconv.dialects.openvino.from_onnx` (then FoldIRTransposes). Verification
-(`verification.checks`): each recurrent node alone (rnnconv's ONNX engine vs its IR interpreter), then the whole
-model (the source in onnxruntime, or the engine where onnxruntime cannot run it, vs the IR interpreter and, when the
-package is installed, the real OpenVINO runtime at f32). The IR is written to temporary files beside the target
-and renamed into place only after every check passed.
+Two routes, chosen per model:
+- rnnconv's own writer (`rnnconv.dialects.openvino.from_onnx`, then FoldIRTransposes) when every op of the model
+  is in rnnconv's op table: it needs no openvino package and streams big models (weights are reordered and
+  folded per tensor and streamed into the .bin from their memory maps, see `graph.Pieces`; unchanged gate bytes
+  are copied file to file by the kernel).
+- OpenVINO's own ONNX import (`rnnconv.dialects.openvino.frontend`) for everything else (a convolutional front
+  end, If/Loop bodies...) when the openvino package is installed, or when rnnconv's writer cannot express the
+  model on its own (an explicit recurrence whose input size only OpenVINO's shape inference knows): each
+  GRU/LSTM/RNN node still goes through rnnconv's exact mapping, grafted into OpenVINO's graph. Without openvino
+  such a model is refused (exit 3) naming the ops and the install command.
+com.microsoft DynamicQuantizeLSTM is refused on both routes: onnxruntime quantizes its activations at run time,
+which no OpenVINO graph of the dequantized weights reproduces.
 
-Big models: weights are reordered and folded per tensor and streamed into the .bin from their memory maps (see
-`graph.Pieces`); unchanged gate bytes are copied file to file by the kernel.
+Verification (`verification.checks`): each recurrent node alone (rnnconv's ONNX engine vs its IR interpreter;
+on the OpenVINO route, the node as OpenVINO's import fed it, against the IR that was grafted), then the whole model
+(the source in onnxruntime, or the engine where onnxruntime cannot run it, vs the IR interpreter and, when the
+package is installed, the real OpenVINO runtime at f32; on the OpenVINO route the interpreter has no kernels for
+the ops OpenVINO made, so the runtime check is the one that counts). The IR is written to temporary files beside
+the target and renamed into place only after every check passed.
 """
 
 from __future__ import annotations
@@ -23,13 +34,17 @@ import onnx_ir as ir
 from rnnconv import io
 from rnnconv.conversion import Result
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.dialects.openvino import from_onnx
+from rnnconv.dialects.openvino import from_onnx, frontend, ops
+from rnnconv.dialects.openvino import reader as ov_reader
 from rnnconv.dialects.openvino import writer as ov_writer
-from rnnconv.errors import IOFailure, UsageError, VerificationFailed
+from rnnconv.engine import openvino_runtime
+from rnnconv.errors import IOFailure, Unsupported, UsageError, VerificationFailed
 from rnnconv.passes.ir_transpose_fold import FoldIRTransposes
 from rnnconv.verification import VERIFY_MODES, checks, extract
 from rnnconv.verification.model import ir_model, onnx_model
 from rnnconv.verification.report import Report
+
+QUANTIZED = ("com.microsoft", "DynamicQuantizeLSTM")
 
 
 def translate(model: ir.Model, fp16: bool = False, release=io.release_pages) -> from_onnx.Conversion:
@@ -40,51 +55,146 @@ def translate(model: ir.Model, fp16: bool = False, release=io.release_pages) -> 
     return conversion
 
 
+ROUTES = ("auto", "rnnconv", "openvino")
+
+
 def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, bool] = "full",
-                force: bool = False, runtime: Optional[bool] = None, isolate: bool = False, **check) -> Result:
+                force: bool = False, runtime: Optional[bool] = None, isolate: bool = False, route: str = "auto",
+                **check) -> Result:
     """Convert; verify; write `out_xml` and its .bin (when given). Returns Result(IR graph, report).
 
     `verify`: "full" (each recurrent node, then the whole model), "node" (each recurrent node only, with its real
     weights: for models too big to compile in the OpenVINO runtime beside the conversion) or "none".
     `runtime`: also run the real OpenVINO runtime (default: when the openvino package is importable).
     `isolate`: run it in a child process, so that a crash of the OpenVINO plugin becomes a failed check (the
-    CLI does this; it costs about a second). `check`: how outputs are compared (see CheckOptions)."""
+    CLI does this; it costs about a second). `check`: how outputs are compared (see CheckOptions).
+    `route`: "auto" (see the module's docstring), "rnnconv" (rnnconv's own writer only) or "openvino" (OpenVINO's
+    ONNX import with rnnconv's recurrent mapping, whatever the ops). On the OpenVINO route the returned graph is
+    the written IR as rnnconv reads it."""
     mode = ("full" if verify else "none") if isinstance(verify, bool) else verify
     if mode not in VERIFY_MODES:
         raise UsageError(f"verify={verify!r}: expected one of {', '.join(VERIFY_MODES)}")
+    if route not in ROUTES:
+        raise UsageError(f"route={route!r}: expected one of {', '.join(ROUTES)}")
     model = io.load(source)
     out = Path(out_xml) if out_xml is not None else None
     if out is not None:
         _guard(out, model, source, force)
-    conversion = translate(model, fp16)
-    report = Report(command="to-openvino", verified=mode, rewrites=list(conversion.rewrites))
+    _refuse_quantized(model)
+    report = Report(command="to-openvino", verified=mode)
     options = checks.CheckOptions.of(**check, fp16_weights=fp16)
+    conversion, why = None, _route(model, route)
     with contextlib.ExitStack() as stack:
+        if mode == "full" and isolate and (openvino_runtime.available() if runtime is None else runtime):
+            # The runtime's process starts now (it imports openvino while this one converts); it compiles the IR
+            # as soon as it is written, while the other checks run.
+            worker = openvino_runtime.Worker()
+            stack.callback(worker.close)
+        else:
+            worker = None
+        if why is None:
+            try:
+                conversion = translate(model, fp16)
+            except Unsupported as err:
+                if route == "rnnconv" or not openvino_runtime.available():
+                    raise
+                why = f"rnnconv's own writer cannot convert it alone ({err})"
         # Without an output, the IR still lies in files while it is checked (the OpenVINO runtime reads files).
         where = out if out is not None else Path(stack.enter_context(tempfile.TemporaryDirectory())) / "model.xml"
-        copy = stack.enter_context(io.KernelCopier(model))
         staged = stack.enter_context(io.Staged([where.with_suffix(".bin"), where], str(where)))
         tmp_bin, tmp_xml = staged.temps
-        try:
-            with open(tmp_bin, "wb") as f:
-                xml_bytes = ov_writer.write_to(conversion.graph, f, copy)
-            tmp_xml.write_bytes(xml_bytes)
-        except OSError as err:
-            raise IOFailure(f"{where}: cannot write ({err.strerror or err})") from err
+        if conversion is not None:
+            graph, pairs = _write_own(model, conversion, staged, where, stack, fp16)
+            report.rewrites.extend(conversion.rewrites)
+        else:
+            graph, pairs = _write_through_openvino(source, model, staged, where, fp16, report, why)
+        before, after = onnx_model(model, io.source_name(source)), ir_model(graph, str(out), tmp_xml, tmp_bin)
+        precision = checks.precision_for(model)
+        started = checks.start_runtime(before, after, options, worker, precision=precision) if worker else None
         if mode != "none":
-            report.checks.extend(checks.check_nodes(
-                [_node_pair(model, rn, fp16) for rn in conversion.recurrent], options))
+            report.checks.extend(checks.check_nodes(pairs, options))
         if mode == "full":
             report.checks.extend(checks.check_models(
-                onnx_model(model, io.source_name(source)), ir_model(conversion.graph, str(out), tmp_xml, tmp_bin),
-                options, runtime=runtime, isolate=isolate, skipped=report.skipped, notes=report.notes,
-                precision=checks.precision_for(model)))
+                before, after, options, runtime=runtime, isolate=isolate, skipped=report.skipped,
+                notes=report.notes, precision=precision, started=started))
         if not report.ok:
             raise VerificationFailed("to-openvino: " + report.verdict(), report)
         if out is not None:
             staged.commit()
             report.output = str(out)
-    return Result(conversion.graph, report)
+    return Result(graph, report)
+
+
+def _route(model: ir.Model, route: str) -> Optional[str]:
+    """None for rnnconv's own writer, else why the model goes through OpenVINO's ONNX import. Ops outside
+    rnnconv's table without the openvino package: Unsupported naming them and the install command."""
+    if route == "openvino":
+        if not openvino_runtime.available():
+            raise Unsupported("route=openvino needs the openvino package", fixes=(openvino_runtime.INSTALL,))
+        return "asked for (route=openvino)"
+    bad = ops.unsupported_ops(model)
+    if not bad:
+        return None
+    why = f"op type(s) outside rnnconv's own OpenVINO table: {', '.join(bad)}"
+    if route == "rnnconv":
+        raise Unsupported(f"cannot convert to OpenVINO IR with rnnconv's own writer: {why}",
+                          fixes=("route=auto",) if openvino_runtime.available() else (openvino_runtime.INSTALL,))
+    if not openvino_runtime.available():
+        raise Unsupported(f"cannot convert to OpenVINO IR: {why}. OpenVINO's ONNX import converts them, with every "
+                          "recurrent node still mapped by rnnconv, when the openvino package is installed",
+                          fixes=(openvino_runtime.INSTALL,))
+    return why
+
+
+def _refuse_quantized(model: ir.Model) -> None:
+    found = [scope + onnx_recurrent.node_label(node) for node, scope, _ in onnx_recurrent.walk(model)
+             if (node.domain, node.op_type) == QUANTIZED]
+    if found:
+        raise Unsupported(
+            f"{QUANTIZED[1]} node(s) {', '.join(repr(n) for n in found)}: onnxruntime quantizes their activations "
+            "at run time (com.microsoft kernel), which no OpenVINO graph reproduces (OpenVINO's own import computes "
+            "the float LSTM of the dequantized weights: differences up to 0.26 measured). What would work: "
+            "dequantize the model first and convert the float LSTM exactly", fixes=("dequantize",))
+
+
+def _write_own(model: ir.Model, conversion: from_onnx.Conversion, staged, where: Path, stack, fp16: bool):
+    """rnnconv's own writer into the staged files; the graph and the node pairs to check."""
+    copy = stack.enter_context(io.KernelCopier(model))
+    tmp_bin, tmp_xml = staged.temps
+    try:
+        with open(tmp_bin, "wb") as f:
+            xml_bytes = ov_writer.write_to(conversion.graph, f, copy)
+        tmp_xml.write_bytes(xml_bytes)
+    except OSError as err:
+        raise IOFailure(f"{where}: cannot write ({err.strerror or err})") from err
+    return conversion.graph, [_node_pair(model, rn, fp16) for rn in conversion.recurrent]
+
+
+def _write_through_openvino(source, model: ir.Model, staged, where: Path, fp16: bool, report: Report, why: str):
+    """OpenVINO's ONNX import with rnnconv's recurrent mapping into the staged files; the written IR as rnnconv
+    reads it, and the node pairs (each node as OpenVINO fed it, against the IR grafted for it)."""
+    tmp_bin, tmp_xml = staged.temps
+    with contextlib.ExitStack() as stack:
+        path = source if isinstance(source, (str, os.PathLike)) else None
+        if path is None:  # the frontend reads files
+            path = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=staged.tmpdir))) / "source.onnx"
+            io.save(model, path, force=True)
+        # Converted in the source's precision: fp16 is save_model's compression (OpenVINO's offline passes fold
+        # rnnconv's own f16 Consts back to f32).
+        converted = frontend.convert(path, model, translate, tmpdir=str(staged.tmpdir))
+        try:
+            frontend.save(converted, tmp_xml, tmp_bin, fp16=fp16)
+        except OSError as err:
+            raise IOFailure(f"{where}: cannot write ({err.strerror or err})") from err
+        converted.model = None  # the IR is on disk: OpenVINO's copy of the graph is not needed any more
+    report.notes.append(f"converted through OpenVINO's ONNX import: {why}")
+    report.notes.append(converted.imported_note())
+    for m in converted.mapped:
+        for r in m.conversion.rewrites:
+            report.rewrites.append({**r, "what": f"{r['what']} (rnnconv's mapping, inside OpenVINO's import)"})
+    pairs = [checks.NodePair(f"node {m.node.name}", onnx_model(m.single), ir_model(m.conversion.graph),
+                             checks.precision_for(model, [m.node])) for m in converted.mapped]
+    return ov_reader.read(tmp_xml, tmp_bin, mapped=True), pairs  # the weights stay in the file
 
 
 def _guard(out: Path, model: ir.Model, source, force: bool) -> None:

@@ -12,14 +12,10 @@ from typing import Mapping, Optional
 import numpy as np
 
 from rnnconv import io
-from rnnconv.errors import Unsupported, UsageError
+from rnnconv.errors import BadInput, Unsupported, UsageError
+from rnnconv.verification.checks import CheckOptions, input_sets, runnable_sets
 from rnnconv.verification.engines import ENGINES, CannotRun, run
-from rnnconv.verification.inputs import (
-    check_dim_names,
-    check_inputs,
-    draw_inputs,
-    read_inputs,
-)
+from rnnconv.verification.inputs import check_dim_names, read_inputs
 from rnnconv.verification.model import open_model
 from rnnconv.verification.report import VerifyReport
 from rnnconv.verification.results import Check, compare, failed
@@ -81,29 +77,29 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
 
     if plot is not None:
         _pyplot()  # fail before the runs, not after them
-    given_sets: list[dict] = [{}]
-    if isinstance(inputs, (str, os.PathLike)):
-        given_sets = read_inputs(inputs, specs)
-    elif inputs is not None:
-        given_sets = [check_inputs(dict(inputs), specs, "inputs")]
     if runs is not None and runs < 1:
         raise UsageError("runs must be at least 1")
+    options = CheckOptions.of(seed=seed, runs=runs, dims=dims, ranges=ranges, inputs=inputs)
+    given_sets = read_inputs(inputs, specs) if isinstance(inputs, (str, os.PathLike)) else [dict(inputs or {})]
     if runs is not None and len(given_sets) > 1 and runs != len(given_sets):
         raise UsageError(f"runs={runs}, but the inputs file holds {len(given_sets)} input sets")
-    n_runs = len(given_sets) if len(given_sets) > 1 else (runs or 1)
-    rng = np.random.default_rng(seed)
+    try:  # the sizes the reference runs at (a model may need its own), drawn as every check draws them
+        sets, _, size_note = runnable_sets(ref, specs, options, ref_engines)
+    except BadInput:  # no engine of the reference runs it at any size: the runs below say which and why
+        sets, size_note = input_sets(specs, options), None
+    n_runs = len(sets)
     report = VerifyReport("verify", reference=ref.describe(), candidate=cand.describe(),
                           seed=seed if any(len(g) < len(specs) for g in given_sets) else None)
     missing = [n for n in names if n not in cand.output_names()]
     if missing:
         report.notes.append(f"the candidate has no output named {', '.join(missing)}")
+    if size_note:
+        report.notes.append(size_note)
     saved_inputs, saved_outputs = {}, {}
     active = {"reference": list(ref_engines), "candidate": list(cand_engines)}
     models = {"reference": ref, "candidate": cand}
     baseline = None
-    for k in range(n_runs):
-        given = given_sets[k] if len(given_sets) > 1 else given_sets[0]
-        feeds, described = draw_inputs(specs, rng, dims or {}, ranges or {}, given)
+    for k, (feeds, described) in enumerate(sets):
         report.inputs.append(described)
         prefix = f"run{k}/" if n_runs > 1 else ""
         saved_inputs.update({prefix + n: v for n, v in feeds.items()})

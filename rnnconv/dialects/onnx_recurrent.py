@@ -130,7 +130,8 @@ def _attr(node: ir.Node, name: str, default=None):
 
 
 def constant_array(value: Optional[ir.Value]) -> Optional[np.ndarray]:
-    """The value's array when it is an initializer or a Constant node's output, else None."""
+    """The value's array when it is an initializer or a Constant node's output (any of its value attributes but
+    the sparse one), else None."""
     if value is None:
         return None
     if value.const_value is not None:
@@ -140,7 +141,16 @@ def constant_array(value: Optional[ir.Value]) -> Optional[np.ndarray]:
         t = _attr(producer, "value")
         if t is not None:
             return t.numpy()
+        for name, dtype in _CONSTANT_LISTS.items():
+            v = _attr(producer, name)
+            if v is not None:
+                return np.array(list(v) if isinstance(v, (list, tuple)) else v, dtype=dtype)
     return None
+
+
+# Constant-12's value attributes other than the tensor (value_string(s) read as numpy object arrays)
+_CONSTANT_LISTS = {"value_int": np.int64, "value_ints": np.int64, "value_float": np.float32,
+                   "value_floats": np.float32, "value_string": object, "value_strings": object}
 
 
 def _shape(value: Optional[ir.Value]) -> Optional[tuple]:

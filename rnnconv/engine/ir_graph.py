@@ -1,4 +1,5 @@
-"""An interpreter of the OpenVINO IR operations rnnconv emits, with OpenVINO's semantics (not ONNX's).
+"""An interpreter of OpenVINO IR, with OpenVINO's semantics (not ONNX's): the operations rnnconv emits and those
+real models' IR holds (network layers in `ir_nn`), If / Loop / TensorIterator included.
 
 Each kernel follows its page in the OpenVINO operation specs (docs.openvino.ai, Operation Specifications);
 the Sequence ops split OpenVINO's tensors (fico gate order, folded bias, batch-major [N,D,T,H] Y, GRU
@@ -18,12 +19,13 @@ from rnnconv.dialects.openvino import (
 )
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import reader as ov_reader
+from rnnconv.engine import ir_nn
 from rnnconv.engine.recurrence import run_direction
 from rnnconv.errors import BadInput, Unsupported
 
 PRECISIONS = {"float64": np.float64, "float32": np.float32}
 
-KERNELS: dict[str, Callable] = {}
+KERNELS: dict[str, Callable] = dict(ir_nn.KERNELS)  # convolutions, pooling, resizing, normalization...
 
 
 def kernel(*types):
@@ -92,7 +94,7 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
             computed[(layer.id, -1)] = args[0]
             continue
         else:
-            fn = KERNELS.get(layer.type)
+            fn = KERNELS.get(layer.type) or _BY_LOWER.get(layer.type.lower())
             if fn is None:
                 raise Unsupported(f"IR layer {layer.name!r}: the interpreter has no kernel for {layer.type}")
             results = fn(layer, args, fdt)
@@ -116,22 +118,85 @@ def _ints(x):
 
 
 # -- elementwise -------------------------------------------------------------------------------------------
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
 _UNARY = {
     "Relu": lambda x: np.maximum(x, 0),
-    "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "Sigmoid": _sigmoid,
     "Tanh": np.tanh, "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt, "Negative": np.negative, "Abs": np.abs,
-    "Floor": np.floor, "Ceiling": np.ceil, "Sign": np.sign, "Sin": np.sin, "Cos": np.cos,
+    "Floor": np.floor, "Ceiling": np.ceil, "Sign": np.sign, "Sin": np.sin, "Cos": np.cos, "Tan": np.tan,
+    "Asin": np.arcsin, "Acos": np.arccos, "Atan": np.arctan, "Sinh": np.sinh, "Cosh": np.cosh, "Asinh": np.arcsinh,
+    "Acosh": np.arccosh, "Atanh": np.arctanh,
+    "SoftSign": lambda x: x / (1 + np.abs(x)),  # SoftSign-9
+    "Mish": lambda x: x * np.tanh(np.logaddexp(0, x)),  # Mish-4: x tanh(softplus(x))
+    "HSwish": lambda x: x * np.minimum(np.maximum(x + 3, 0), 6) / 6,  # HSwish-4
+    "HSigmoid": lambda x: np.minimum(np.maximum(x + 3, 0), 6) / 6,  # HSigmoid-5
 }
 for _t, _f in _UNARY.items():
     KERNELS[_t] = (lambda f: lambda layer, a, fdt: f(a[0]).astype(a[0].dtype))(_f)
 
 
-@kernel("Add", "Subtract", "Multiply", "Maximum", "Minimum", "Power")
+@kernel("Add", "Subtract", "Multiply", "Maximum", "Minimum", "Power", "SquaredDifference")
 def _binary(layer, a, fdt):
-    """Add-1, Subtract-1, Multiply-1, Maximum-1, Minimum-1, Power-1: auto_broadcast numpy."""
+    """Add-1, Subtract-1, Multiply-1, Maximum-1, Minimum-1, Power-1, SquaredDifference-1: auto_broadcast numpy."""
     f = {"Add": np.add, "Subtract": np.subtract, "Multiply": np.multiply, "Maximum": np.maximum,
-         "Minimum": np.minimum, "Power": np.power}[layer.type]
+         "Minimum": np.minimum, "Power": np.power,
+         "SquaredDifference": lambda x, y: (x - y) * (x - y)}[layer.type]
     return np.asarray(f(a[0], a[1])).astype(a[0].dtype)
+
+
+@kernel("Mod", "FloorMod")
+def _mod(layer, a, fdt):
+    """Mod-1: the remainder of truncated division (the dividend's sign); FloorMod-1: of floored division (the
+    divisor's sign)."""
+    f = np.fmod if layer.type == "Mod" else np.mod
+    return np.asarray(f(a[0], a[1])).astype(a[0].dtype)
+
+
+@kernel("Round")
+def _round(layer, a, fdt):
+    """Round-5: half_to_even, or half_away_from_zero; integers unchanged."""
+    x = a[0]
+    if x.dtype.kind in "iub":
+        return x
+    if layer.attrs.get("mode", "half_to_even").lower() == "half_to_even":
+        return np.round(x)
+    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(x.dtype)
+
+
+@kernel("Gelu")
+def _gelu(layer, a, fdt):
+    """Gelu-2 (erf) / Gelu-7 (approximation_mode erf: x/2 (1 + erf(x / sqrt 2)); tanh: x/2 (1 + tanh(sqrt(2/pi)
+    (x + 0.044715 x^3))))."""
+    import math
+
+    x = a[0]
+    if layer.version != "opset2" and layer.attrs.get("approximation_mode", "erf").lower() == "tanh":
+        return (0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))).astype(x.dtype)
+    return (0.5 * x * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2)))).astype(x.dtype)
+
+
+@kernel("Swish")
+def _swish(layer, a, fdt):
+    """Swish-4: x * sigmoid(beta x), beta 1 when absent."""
+    beta = np.asarray(a[1]).reshape(()) if len(a) > 1 else 1.0
+    return (a[0] * _sigmoid(beta * a[0])).astype(a[0].dtype)
+
+
+@kernel("Elu")
+def _elu(layer, a, fdt):
+    """Elu-1: x if x > 0 else alpha (e^x - 1)."""
+    x = a[0]
+    return np.where(x > 0, x, float(layer.attrs.get("alpha", "1")) * np.expm1(np.minimum(x, 0))).astype(x.dtype)
+
+
+@kernel("Selu")
+def _selu(layer, a, fdt):
+    """Selu-1: lambda (x if x > 0 else alpha (e^x - 1)); alpha and lambda are inputs."""
+    x, alpha, lam = a[0], np.asarray(a[1]).reshape(-1)[0], np.asarray(a[2]).reshape(-1)[0]
+    return (lam * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))).astype(x.dtype)
 
 
 @kernel("Divide")
@@ -143,11 +208,12 @@ def _divide(layer, a, fdt):
     return np.divide(x, y).astype(x.dtype)
 
 
-@kernel("Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr")
+@kernel("Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr",
+        "LogicalXor")
 def _compare(layer, a, fdt):
     f = {"Equal": np.equal, "NotEqual": np.not_equal, "Less": np.less, "LessEqual": np.less_equal,
          "Greater": np.greater, "GreaterEqual": np.greater_equal, "LogicalAnd": np.logical_and,
-         "LogicalOr": np.logical_or}[layer.type]
+         "LogicalOr": np.logical_or, "LogicalXor": np.logical_xor}[layer.type]
     return f(a[0], a[1])
 
 
@@ -174,7 +240,7 @@ def _erf(layer, a, fdt):
     return np.vectorize(math.erf, otypes=[a[0].dtype])(a[0])
 
 
-@kernel("PRelu", "PReLU")  # the spec and ov.save_model spell it PReLU
+@kernel("PRelu")  # the spec and ov.save_model spell it PReLU (the reader canonicalizes; _BY_LOWER)
 def _prelu(layer, a, fdt):
     """PReLU-1: x where x >= 0, else slope * x; a 1-D slope as long as data's axis 1 applies per channel, any
     other slope broadcasts numpy-style."""
@@ -341,7 +407,7 @@ def _matmul(layer, a, fdt):
     return np.matmul(x, y)
 
 
-@kernel("SoftMax", "Softmax")
+@kernel("SoftMax")
 def _softmax(layer, a, fdt):
     x = a[0]
     ax = int(layer.attrs.get("axis", "1"))
@@ -466,41 +532,62 @@ def _cell(layer, a, fdt):
     return [Yh.astype(fdt)] + ([Yc.astype(fdt)] if kind == "LSTM" else [])
 
 
-@kernel("TensorIterator")
-def _tensor_iterator(layer, args, fdt):
-    """TensorIterator-1: inputs with `axis` are sliced per iteration (stride -1 walks backwards), inputs with a
-    back edge start from the outer value and then take the body Result named by the edge; outputs with `axis`
-    are concatenated over iterations, the others give the last iteration's value."""
+@kernel("TensorIterator", "Loop")
+def _loop(layer, args, fdt):
+    """TensorIterator-1 and Loop-5: inputs with `axis` are sliced per iteration (part_size items; stride -1 walks
+    from the end), inputs with a back edge start from the outer value and then take the body Result the edge
+    names, the others are fed as they are; outputs with `axis` are concatenated over the iterations (in reverse
+    for stride -1), the others give the last iteration's value. TensorIterator runs once per slice; Loop while
+    the iteration is below trip_count (negative: no bound) and the condition holds (the execution_condition
+    input, then the body's execution_condition output), its current_iteration Parameter fed the iteration."""
     body = layer.body
-    inputs = [(int(pm["external_port_id"]), pm) for kind, pm in layer.port_map if kind == "input"]
-    outs = [pm for kind, pm in layer.port_map if kind == "output"]
+    inputs = [pm for kind, pm in layer.port_map if kind == "input"]
+    outs = [pm for kind, pm in layer.port_map if kind == "output" and not pm.get("purpose")]
+    special = {pm.get("purpose"): int(pm["internal_layer_id"]) for kind, pm in layer.port_map if pm.get("purpose")}
     back = {int(be["to-layer"]): int(be["from-layer"]) for be in layer.back_edges}
     port_index = {p.id: i for i, p in enumerate(layer.inputs)}
-    sliced = [(int(pm["internal_layer_id"]), args[port_index[ext]], pm) for ext, pm in inputs if "axis" in pm]
-    state = {int(pm["internal_layer_id"]): args[port_index[ext]] for ext, pm in inputs if "axis" not in pm}
-    if not sliced:
-        raise Unsupported(f"IR layer {layer.name!r}: TensorIterator without a sliced input")
-    n_iter = None
+
+    def outer(pm):
+        return args[port_index[int(pm["external_port_id"])]]
+
+    sliced = [(int(pm["internal_layer_id"]), outer(pm), pm) for pm in inputs if "axis" in pm]
+    state = {int(pm["internal_layer_id"]): outer(pm) for pm in inputs if "axis" not in pm and not pm.get("purpose")}
+    n_slices = None
     for _, value, pm in sliced:
-        ax = int(pm["axis"]) % value.ndim
-        n = value.shape[ax] // abs(int(pm.get("part_size", "1")))
-        n_iter = n if n_iter is None else min(n_iter, n)
+        n = value.shape[int(pm["axis"]) % value.ndim] // abs(int(pm.get("part_size", "1")))
+        n_slices = n if n_slices is None else min(n_slices, n)
+    if layer.type == "Loop":
+        trip = int(np.asarray(args[0]).reshape(-1)[0])
+        limit = trip if trip >= 0 else n_slices
+        go = bool(np.asarray(args[1]).reshape(-1)[0])
+    else:
+        if n_slices is None:
+            raise Unsupported(f"IR layer {layer.name!r}: TensorIterator without a sliced input")
+        limit, go = n_slices, True
     collected: dict[int, list] = {int(pm["internal_layer_id"]): [] for pm in outs}
-    for it in range(n_iter):
+    it = 0
+    while go and (limit is None or it < limit):
         feed = dict(state)
         for lid, value, pm in sliced:
             ax = int(pm["axis"]) % value.ndim
             size = int(pm.get("part_size", "1"))
-            i = it if int(pm.get("stride", "1")) > 0 else n_iter - 1 - it
+            i = it if int(pm.get("stride", "1")) > 0 else n_slices - 1 - it
             index = [slice(None)] * value.ndim
             index[ax] = slice(i * size, (i + 1) * size)
             feed[lid] = value[tuple(index)]
+        if "current_iteration" in special:
+            param = next(p for p in body.layers if p.id == special["current_iteration"])
+            port = param.outputs[0]
+            feed[param.id] = np.array(it, ovir.numpy_dtype(port.element_type)).reshape(port.dims or ())
         computed = _execute(body, {}, fdt, inner=feed)[1]
         results = {res.id: computed[(res.id, -1)] for res in body.results()}
         for lid in collected:
             collected[lid].append(results[lid])
         for to_layer, from_layer in back.items():
             state[to_layer] = results[from_layer]
+        if "execution_condition" in special:
+            go = bool(np.asarray(results[special["execution_condition"]]).reshape(-1)[0])
+        it += 1
     values = []
     for pm in outs:
         parts = collected[int(pm["internal_layer_id"])]
@@ -512,3 +599,21 @@ def _tensor_iterator(layer, args, fdt):
             values.append(parts[-1])
     by_port = {int(pm["external_port_id"]): v for pm, v in zip(outs, values)}
     return [by_port[p.id] for p in layer.outputs]
+
+
+@kernel("If")
+def _if(layer, args, fdt):
+    """If-8: the branch the condition selects (then_body when true), its Parameters fed the inputs its port_map
+    names, each output the branch Result its port_map names."""
+    branch = "then" if bool(np.asarray(args[0]).reshape(-1)[0]) else "else"
+    body, port_map = layer.branches[branch]
+    index = {p.id: i for i, p in enumerate(layer.inputs)}
+    feed = {int(pm["internal_layer_id"]): args[index[int(pm["external_port_id"])]] for kind, pm in port_map
+            if kind == "input"}
+    computed = _execute(body, {}, fdt, inner=feed)[1]
+    results = {int(pm["external_port_id"]): computed[(int(pm["internal_layer_id"]), -1)] for kind, pm in port_map
+               if kind == "output"}
+    return [results[p.id] for p in layer.outputs]
+
+
+_BY_LOWER = {t.lower(): fn for t, fn in KERNELS.items()}  # IR written in other letter cases (ReLU, PReLU...)

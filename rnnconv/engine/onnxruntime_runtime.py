@@ -1,7 +1,11 @@
-"""onnxruntime as a second opinion: in this process, or in one child process for big models.
+"""onnxruntime as a second opinion: in this process, or in one child process for big models; and one node at a
+time, for rnnconv's engine (`NodeSession`: the ops onnx's reference lacks or gets wrong, and other domains).
 
 Weights are fed as inputs (no copy into protobuf, so models past 2 GB run). The child (`ort_worker`) maps
 external weights itself: the checking process then holds none of them while onnxruntime runs.
+
+A model holding com.microsoft DynamicQuantizeLSTM runs with `ONNXRUNTIME_THREADS` intra-op threads: the op's
+result depends on the thread count when the batch is above 1, and rnnconv's kernel computes it for that count.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv import schemas
+from rnnconv.dialects import onnx_quantized
+from rnnconv.engine.op_dynamic_quantize_lstm import ONNXRUNTIME_THREADS
 from rnnconv.io.mapping import release_external
 from rnnconv.io.reading import weights_as_inputs
 
@@ -26,13 +32,21 @@ class Crashed(Exception):
     """onnxruntime's own process ended without an answer (a crash in native code)."""
 
 
-def _options():
+def _options(threads: Optional[int] = None):
     import onnxruntime as ort
 
     ort.set_default_logger_severity(4)
     options = ort.SessionOptions()
     options.log_severity_level = 4
+    if threads is not None:
+        options.intra_op_num_threads = threads
     return options
+
+
+def threads_for(model: ir.Model) -> Optional[int]:
+    """The intra-op thread count a session of `model` must use for rnnconv's engine to agree with it (None:
+    onnxruntime's default)."""
+    return ONNXRUNTIME_THREADS if onnx_quantized.holds(model) else None
 
 
 class Session:
@@ -48,7 +62,7 @@ class Session:
             proto, self.weights = weights_as_inputs(model)
         # onnxruntime lags onnx's IR version; the graph features rnnconv's models use exist in its newest one.
         proto.ir_version = min(proto.ir_version, max_ir_version())
-        self.session = ort.InferenceSession(proto.SerializeToString(), _options(),
+        self.session = ort.InferenceSession(proto.SerializeToString(), _options(threads_for(model)),
                                             providers=["CPUExecutionProvider"])
 
     def inputs(self):
@@ -58,16 +72,71 @@ class Session:
         return [o.name for o in self.session.get_outputs()]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        feeds = {**self.weights, **feeds}
-        if not any(np.asarray(v).dtype.name == "bfloat16" for v in feeds.values()):
-            return dict(zip(self.output_names(), self.session.run(None, feeds)))
+        return dict(zip(self.output_names(), _run(self.session, {**self.weights, **feeds})))
+
+
+def _run(session, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    if not any(np.asarray(v).dtype.name == "bfloat16" for v in feeds.values()):
+        return session.run(None, dict(feeds))
+    import onnxruntime as ort
+
+    # onnxruntime's Python API takes bfloat16 only as OrtValues made from the bit pattern.
+    values = {k: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.asarray(v).view(np.uint16), BFLOAT16)
+              if np.asarray(v).dtype.name == "bfloat16" else ort.OrtValue.ortvalue_from_numpy(np.asarray(v))
+              for k, v in feeds.items()}
+    return [v.numpy() for v in session.run_with_ort_values(None, values)]
+
+
+# Constant inputs of a node up to this size go inside its one-node model (some kernels want shapes, axes or
+# quantization parameters as initializers); bigger ones are fed at each run like the other inputs.
+NODE_CONSTANT_BYTES = 4096
+
+
+class NodeSession:
+    """One node alone in onnxruntime: a one-node model whose inputs are typed after the arrays of its first run.
+
+    `attributes` are the node's (a function's attribute references resolved), `outputs` which of its outputs the
+    node produces (an optional output left out can change what a kernel computes), `opsets` the graph's imports,
+    `constants` the inputs (by position) that are constant in the model. Runs on one thread, with basic graph
+    optimizations only, so that nothing but the node's own kernel computes."""
+
+    def __init__(self, domain: str, op_type: str, attributes, inputs, outputs, opsets: Mapping[str, int],
+                 constants: Optional[Mapping[int, np.ndarray]] = None):
         import onnxruntime as ort
 
-        # onnxruntime's Python API takes bfloat16 only as OrtValues made from the bit pattern.
-        values = {k: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.asarray(v).view(np.uint16), BFLOAT16)
-                  if np.asarray(v).dtype.name == "bfloat16" else ort.OrtValue.ortvalue_from_numpy(np.asarray(v))
-                  for k, v in feeds.items()}
-        return dict(zip(self.output_names(), (v.numpy() for v in self.session.run_with_ort_values(None, values))))
+        constants = constants or {}
+        values, initializers, self.fed = [], [], {}
+        for k, array in enumerate(inputs):
+            if array is None:
+                values.append(None)
+                continue
+            array = np.asarray(array)
+            value = ir.Value(name=f"input{k}", type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
+                             shape=ir.Shape([None] * array.ndim))
+            if k in constants and np.asarray(constants[k]).nbytes <= NODE_CONSTANT_BYTES:
+                value.const_value = ir.tensor(np.asarray(constants[k]), name=value.name)
+                initializers.append(value)
+            else:
+                self.fed[k] = value.name
+            values.append(value)
+        produced = [ir.Value(name=f"output{k}" if wanted else "") for k, wanted in enumerate(outputs)]
+        self.outputs = [k for k, wanted in enumerate(outputs) if wanted]
+        node = ir.Node(domain, op_type, values, attributes=list(attributes), outputs=produced)
+        graph = ir.Graph([v for v in values if v is not None and v.const_value is None],
+                         [produced[k] for k in self.outputs], nodes=[node], initializers=initializers,
+                         opset_imports=dict(opsets))
+        proto = ir.serde.serialize_model(ir.Model(graph, ir_version=max_ir_version()))
+        options = _options(threads=1)
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        self.session = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+    def run(self, *inputs) -> list[Optional[np.ndarray]]:
+        """The node's outputs in order (None for those it does not produce)."""
+        got = _run(self.session, {name: inputs[k] for k, name in self.fed.items()})
+        out: list[Optional[np.ndarray]] = [None] * (max(self.outputs, default=-1) + 1)
+        for k, value in zip(self.outputs, got):
+            out[k] = value
+        return out
 
 
 def run(model: ir.Model, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -128,8 +197,8 @@ def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> lis
             if isinstance(t, ir.ExternalTensor) and native and array.flags.c_contiguous:
                 specs[name] = (t.path, t.offset or 0, np.dtype(array.dtype).str, tuple(array.shape))
             else:
-                specs[name] = np.ascontiguousarray(array)
-        job["models"].append((proto.SerializeToString(), specs))
+                specs[name] = np.asarray(array, order="C")  # a scalar stays rank 0
+        job["models"].append((proto.SerializeToString(), specs, threads_for(model)))
     proc = subprocess.run([sys.executable, "-m", "rnnconv.engine.ort_worker"], input=pickle.dumps(job),
                           capture_output=True)
     if proc.returncode != 0:

@@ -4,7 +4,8 @@ One place for what every caller needs: OpenVINO's CPU plugin may run bf16 by def
 (../shared/spec/README.md), and its Python API takes and returns bf16 tensors as 16-bit patterns typed float16.
 `python -m rnnconv.engine.openvino_runtime` runs one model in a child process (a crash of the plugin, seen in
 2026.4 on some graphs, then fails a check instead of ending rnnconv); it reads a pickled job on stdin and writes
-the pickled outputs on stdout.
+the pickled outputs on stdout. `Worker` starts that process ahead of its job, so that a big IR's compile can
+overlap the caller's other checks.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import ml_dtypes
 import numpy as np
 
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+INSTALL = "pip install 'rnnconv[openvino]'"  # what installs the openvino package with rnnconv
 _CORE: list = []
 
 
@@ -90,31 +92,63 @@ def run(path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None
     """The IR (or ONNX, through OpenVINO's own import) at `path` on `feeds`; `isolate`: in a child process."""
     if not isolate:
         return infer(read(path, bin_path), feeds, reshape=reshape)
-    job = {"path": str(path), "bin": None if bin_path is None else str(bin_path), "reshape": reshape,
-           "feeds": {k: np.asarray(v) for k, v in feeds.items()}}
-    proc = subprocess.run([sys.executable, "-m", "rnnconv.engine.openvino_runtime"], input=pickle.dumps(job),
-                          capture_output=True)
-    if proc.returncode != 0 or not proc.stdout:
-        tail = (proc.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        raise Crashed(f"the OpenVINO runtime failed on this model ({tail[:300]})")
-    answer = pickle.loads(proc.stdout)
-    if isinstance(answer, str):
-        raise RuntimeError(answer)
-    return [Output(set(names), result, value) for names, result, value in answer]
+    worker = Worker()
+    worker.submit(path, feeds, bin_path, reshape=reshape)
+    return worker.result()
+
+
+class Worker:
+    """One run in a child process (`python -m rnnconv.engine.openvino_runtime`), started before its job is known:
+    the child imports openvino and makes its Core while the caller still converts, then waits for the job.
+    `submit` hands it over (the compile then overlaps whatever the caller does next), `result` collects it; a
+    worker never given a job is ended by `close`."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, "-m", "rnnconv.engine.openvino_runtime"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def submit(self, path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None, *,
+               reshape: bool = False) -> None:
+        job = {"path": str(path), "bin": None if bin_path is None else str(bin_path), "reshape": reshape,
+               "feeds": {k: np.asarray(v) for k, v in feeds.items()}}
+        try:  # the child reads one pickle, not to the end of its stdin: communicate() closes it later
+            self.proc.stdin.write(pickle.dumps(job))
+            self.proc.stdin.flush()
+        except OSError:  # the child is gone: result() says why
+            pass
+
+    def result(self) -> list[Output]:
+        stdout, stderr = self.proc.communicate()
+        if self.proc.returncode != 0 or not stdout:
+            tail = (stderr.decode(errors="replace").strip().splitlines() or
+                    [f"exit status {self.proc.returncode}"])[-1]
+            raise Crashed(f"the OpenVINO runtime failed on this model ({tail[:300]})")
+        answer = pickle.loads(stdout)
+        if isinstance(answer, str):
+            raise RuntimeError(answer)
+        return [Output(set(names), result, value) for names, result, value in answer]
+
+    def close(self) -> None:
+        if self.proc.returncode is None:  # neither collected nor ended
+            self.proc.kill()
+            self.proc.communicate()
 
 
 def _tensor(ov, value: np.ndarray, element_type):
+    # np.asarray(order="C"), not np.ascontiguousarray: that makes a scalar (an If condition) a [1] tensor.
     if element_type == ov.Type.bf16:  # copy the bits: `.data` of a bf16 tensor is typed float16
-        arr = np.ascontiguousarray(value.astype(ml_dtypes.bfloat16))
+        arr = np.asarray(value.astype(ml_dtypes.bfloat16), order="C")
         tensor = ov.Tensor(ov.Type.bf16, list(arr.shape))
         tensor.data.view(np.uint16)[...] = arr.view(np.uint16)
         return tensor
+    # np.asarray(order="C"), not ascontiguousarray: a scalar input must stay rank 0 (OpenVINO checks the shape).
     if element_type.is_dynamic():
-        return np.ascontiguousarray(value)
-    return np.ascontiguousarray(value.astype(element_type.to_dtype(), copy=False))
+        return np.asarray(value, order="C")
+    return np.asarray(value.astype(element_type.to_dtype(), copy=False), order="C")
 
 
 def _child() -> None:
+    core()  # before the job arrives (see Worker)
     job = pickle.load(sys.stdin.buffer)
     try:
         outputs = infer(read(job["path"], job["bin"]), job["feeds"], reshape=job["reshape"])

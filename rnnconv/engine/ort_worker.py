@@ -1,11 +1,12 @@
 """onnxruntime in a process of its own, for the whole-model checks of big models.
 
 Run as `python -m rnnconv.engine.ort_worker`: it imports nothing of rnnconv but this module (the package and
-`rnnconv.engine` import nothing at start), so the child does not pay for onnx, onnx_ir or click. Reads one pickled job on stdin: {"models": [(model bytes, weights)], "feeds": {name: array}}, where
-weights maps a graph input to an array or to (path, offset, dtype, shape) in a data file, memory-mapped here
-once for all models. Writes one pickled list on stdout: per model, (outputs by name, "") or (None, reason).
-The checking process then holds none of the weights while onnxruntime runs, so the peak is the weights once
-plus this small process.
+`rnnconv.engine` import nothing at start), so the child does not pay for onnx, onnx_ir or click. Reads one
+pickled job on stdin: {"models": [(model bytes, weights, threads)], "feeds": {name: array}}, where weights maps
+a graph input to an array or to (path, offset, dtype, shape) in a data file, memory-mapped here once for all
+models, and threads is the session's intra-op thread count (None: onnxruntime's default). Writes one pickled
+list on stdout: per model, (outputs by name, "") or (None, reason). The checking process then holds none of the
+weights while onnxruntime runs, so the peak is the weights once plus this small process.
 """
 
 import pickle
@@ -30,10 +31,12 @@ def main() -> None:
         return maps[spec]
 
     answers = []
-    for model, weights in job["models"]:
+    for model, weights, threads in job["models"]:
         try:
             options = ort.SessionOptions()
             options.log_severity_level = 4
+            if threads is not None:
+                options.intra_op_num_threads = threads
             session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
             names = [o.name for o in session.get_outputs()]
             values = session.run(None, {**{k: array(v) for k, v in weights.items()}, **job["feeds"]})

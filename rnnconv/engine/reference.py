@@ -1,50 +1,40 @@
-"""onnx's ReferenceEvaluator for the ops rnnconv has no kernel for, with rnnconv's kernels for the others.
+"""onnx's reference implementation of one default-domain op: the per-op classes of onnx.reference.ops, never
+the whole ReferenceEvaluator (rnnconv's engine walks the graph itself, see onnx_graph.py).
 
-Weights are fed as (memory-mapped) arrays at each run, never copied into protobuf, so models over 2 GB run.
+An op is built once per node and called with numpy arrays (None for an absent optional input); weights are
+passed as the (memory-mapped) arrays they are, never copied into protobuf.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 import onnx
 import onnx_ir as ir
 
-from rnnconv.io.reading import weights_as_inputs
+
+class NoReference(Exception):
+    """onnx's reference has no implementation of this op at this version."""
 
 
-def reference_session(model: ir.Model | "onnx.ModelProto", kernels: dict[str, Callable]):
-    """onnx's ReferenceEvaluator for the non-recurrent ops, with our kernels for the ops in `kernels`.
-
-    A kernel is called as kernel(node_attributes: dict, *inputs) and returns a tuple of outputs.
-    onnx's own GRU/LSTM/RNN are never used: they ignore activations, clip, input_forget and sequence_lens.
-    """
+def op(op_type: str, version: int, attributes: Sequence[ir.Attr], n_inputs: int, n_outputs: int,
+       opsets: Mapping[str, int]) -> Callable[..., tuple]:
+    """`run(*inputs) -> outputs` for one default-domain node: op_type at opset `version`, with `attributes`
+    (references to a function's attributes already resolved); NoReference when onnx lacks it."""
     from onnx.reference import ReferenceEvaluator
-    from onnx.reference.op_run import OpRun
+    from onnx.reference.op_run import RuntimeContextError
+    from onnx.reference.ops import load_op
 
-    def make(op_type: str, kernel: Callable):
-        def _run(self, *inputs, **_):
-            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in self.onnx_node.attribute}
-            attrs = {k: (v.decode() if isinstance(v, bytes) else
-                         [x.decode() if isinstance(x, bytes) else x for x in v] if isinstance(v, list) else v)
-                     for k, v in attrs.items()}
-            n_out = len(self.onnx_node.output)
-            return tuple(kernel(attrs, *inputs))[:n_out]
-
-        return type(op_type, (OpRun,), {"op_domain": "", "_run": _run})
-
-    if isinstance(model, onnx.ModelProto):
-        model = ir.serde.deserialize_model(model)
-    proto, weights = weights_as_inputs(model)
-    evaluator = ReferenceEvaluator(proto, new_ops=[make(op, k) for op, k in kernels.items()])
-    return _WithWeights(evaluator, weights)
-
-
-class _WithWeights:
-    """A ReferenceEvaluator whose initializers are fed as (memory-mapped) arrays at each run."""
-
-    def __init__(self, evaluator, weights: dict):
-        self.evaluator, self.weights = evaluator, weights
-
-    def run(self, output_names, feeds: dict):
-        return self.evaluator.run(output_names, {**self.weights, **feeds})
+    if op_type == "Scatter":
+        # Scatter-9/10 is ScatterElements under its older name, which onnx's reference ops lack.
+        op_type, version = "ScatterElements", 11
+    try:
+        # evaluator_cls: ops the reference implements as their schema's function body run it in onnx's evaluator.
+        cls = load_op("", op_type, version, evaluator_cls=ReferenceEvaluator)
+    except (NotImplementedError, RuntimeContextError, RuntimeError, ValueError) as err:
+        raise NoReference(str(err).splitlines()[0] if str(err) else type(err).__name__) from err
+    node = onnx.helper.make_node(op_type, [f"in{k}" for k in range(n_inputs)], [f"out{k}" for k in range(n_outputs)])
+    node.attribute.extend(ir.serde.serialize_attribute(a) for a in attributes)
+    instance = cls(node, {"log": lambda *args: None, "opsets": dict(opsets), "verbose": 0, "new_ops": {},
+                          "existing_functions": {}, "evaluator_cls": ReferenceEvaluator})
+    return instance.run

@@ -3,8 +3,9 @@ memory-mapped weights (`mapping`).
 
 Which modules may import what (tests/test_layering.py enforces it): `onnx` only rnnconv.io.reading,
 rnnconv.schemas and rnnconv.engine.reference; `onnxruntime` only rnnconv.engine.onnxruntime_runtime and
-rnnconv.engine.ort_worker; `openvino` only rnnconv.engine.openvino_runtime. Everything else works on onnx_ir models
-and rnnconv's IR graphs.
+rnnconv.engine.ort_worker; `openvino` only rnnconv.engine.openvino_runtime (the runtime) and
+rnnconv.dialects.openvino.frontend (OpenVINO's ONNX import, with rnnconv's recurrent mapping grafted in).
+Everything else works on onnx_ir models and rnnconv's IR graphs.
 """
 
 from rnnconv.io.mapping import KernelCopier, release_external, release_pages

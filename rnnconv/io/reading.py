@@ -42,6 +42,8 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
         raise BadInput(f"{path}: is a directory, not a model file")
     if not path.is_file():  # a FIFO or a device (/dev/zero) would block or never end
         raise BadInput(f"{path}: not a regular file")
+    if _looks_like_xml(path):
+        raise BadInput(f"{path}: XML (OpenVINO IR?), not an ONNX model: `rnnconv from-openvino` reads OpenVINO IR")
     try:
         proto = onnx.load(str(path), load_external_data=False)
     except OSError as err:
@@ -61,6 +63,15 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
     model = _deserialize(proto, str(path), check)
     ir.external_data.set_base_dir(model.graph, str(path.parent))
     return model
+
+
+def _looks_like_xml(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return False
+    return head.startswith(b"<")
 
 
 def _deserialize(proto: "onnx.ModelProto", where: str, checked: bool) -> ir.Model:

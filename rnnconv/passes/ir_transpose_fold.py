@@ -2,7 +2,8 @@
 
 Spec: OpenVINO Transpose-1 (output axis i is input axis order[i]). Mirrors cases 1 and 2 of
 rnnconv.passes.transpose_fold.FoldTransposes, at IR level, where the Transposes around Sequence ops are made.
-A port that holds a graph output's name, or feeds a Result, is never bypassed.
+A port that holds a graph output's name, or feeds a Result, is never bypassed. Ports are re-inferred after a fold
+(IRGraph.reinfer): both ends of every edge keep the same dims and element type.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ class FoldIRTransposes(Pass):
     def call(self, graph: IRGraph) -> PassResult:
         changed = fold_transposes(graph)
         removed = remove_dead(graph)
+        if changed:  # a Transpose now reads another source: its input port (and what follows) must say so
+            graph.reinfer()
         return PassResult(graph, changed or removed)
 
 

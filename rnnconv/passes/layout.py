@@ -9,8 +9,8 @@ from typing import Optional, Sequence
 
 import onnx_ir as ir
 
-from rnnconv.dialects import onnx_recurrent
-from rnnconv.errors import UsageError
+from rnnconv.dialects import onnx_quantized, onnx_recurrent
+from rnnconv.errors import Unsupported, UsageError
 from rnnconv.passes.base import Rewrite, RewritePass
 from rnnconv.passes.edit import Names, transpose
 
@@ -69,18 +69,28 @@ def _output_names(rn):
     return onnx_recurrent.OUTPUTS[rn.op][: len(rn.node.outputs)]
 
 
-def select(model: ir.Model, nodes: Optional[Sequence[str]]) -> list[onnx_recurrent.RecurrentNode]:
+def select(model: ir.Model, nodes: Optional[Sequence[str]], to: int = 0) -> list[onnx_recurrent.RecurrentNode]:
     """The recurrent nodes named in `nodes` (all when None); an unknown name is a usage error listing the
-    model's recurrent nodes."""
-    found = onnx_recurrent.find(model)
-    if nodes is None:
-        return found
-    by_name = {rn.name: rn for rn in found}
-    unknown = [n for n in nodes if n not in by_name]
-    if unknown:
-        listed = ", ".join(f"{rn.name} ({rn.op})" for rn in found) or "none"
-        raise UsageError(f"no recurrent node named {', '.join(map(repr, unknown))}; the model has: {listed}")
-    return [by_name[n] for n in dict.fromkeys(nodes)]
+    model's recurrent nodes. A com.microsoft DynamicQuantizeLSTM selected for layout 1 is refused (Unsupported):
+    the op has no layout attribute and computes time-major only."""
+    found, quantized = onnx_recurrent.find(model), onnx_quantized.find(model)
+    chosen = [*found, *quantized] if nodes is None else None
+    if nodes is not None:
+        by_name = {rn.name: rn for rn in [*found, *quantized]}
+        unknown = [n for n in nodes if n not in by_name]
+        if unknown:
+            listed = ", ".join(f"{rn.name} ({rn.op})" for rn in by_name.values()) or "none"
+            raise UsageError(f"no recurrent node named {', '.join(map(repr, unknown))}; the model has: {listed}")
+        chosen = [by_name[n] for n in dict.fromkeys(nodes)]
+    stuck = [rn.name for rn in chosen if isinstance(rn, onnx_quantized.QuantizedLSTM)]
+    if stuck and to == 1:
+        floats = [rn.name for rn in found]
+        raise Unsupported(
+            f"{onnx_quantized.OP} node(s) {', '.join(map(repr, stuck))} ({onnx_quantized.DOMAIN}) have no layout "
+            f"attribute: the op computes sequence-major only. What would work: `rnnconv dequantize` first (a float "
+            f"LSTM, which takes layout 1)" + (f", or select only the float nodes ({', '.join(floats)})"
+                                               if floats else ""), fixes=tuple(f"nodes={n}" for n in floats[:1]))
+    return [rn for rn in chosen if not isinstance(rn, onnx_quantized.QuantizedLSTM)]
 
 
 class LayoutPass(RewritePass):
@@ -96,4 +106,5 @@ class LayoutPass(RewritePass):
 
     def plan(self, model: ir.Model) -> list[Rewrite]:
         names = Names(model.graph)
-        return [relayout(rn, self.to, names) for rn in select(model, self.nodes) if rn.layer.layout != self.to]
+        return [relayout(rn, self.to, names) for rn in select(model, self.nodes, self.to)
+                if rn.layer.layout != self.to]

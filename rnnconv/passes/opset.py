@@ -2,16 +2,19 @@
 
 Case 1: a GRU/LSTM/RNN node steps along its version chain (the registry's recurrent lines) and becomes a Rewrite
 (the node at its new version, with Transposes or Casts where a step asks for them), checked like every rewrite.
-Case 2: any other node whose schema differs between the two opsets steps one schema version at a time: through
-the registry when it has that step and its conditions hold, else through onnx's own adapter run on a one-node
-model holding the node and its small constant inputs (never the weights).
-Case 3: an op that does not exist at the target is refused, every such node named with the opset where the op
-first exists, before anything changes; every node no step can move is named at once likewise.
+Case 2: any other node whose schema differs between the two opsets, in the main graph, in If / Loop / Scan bodies
+and in model-local functions, steps one schema version at a time: through the registry when it has that step and
+its conditions hold, else through onnx's own adapter run on a one-node model holding the node and its small
+constant inputs (never the weights). Warnings a step raises name the node and the assumption.
+Case 3: an op that does not exist at the target (and that no step of the registry takes below its first version)
+is refused, every such node named with the opset where the op first exists, before anything changes; every node
+no step can move is named at once likewise.
 Other domains (com.microsoft...) are left as they are.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -27,13 +30,16 @@ from rnnconv.dialects.onnx_recurrent import (
     constant_array,
     default_opset,
     find,
+    node_label,
     version_of,
+    walk,
 )
-from rnnconv.errors import Unsupported
+from rnnconv.errors import RnnconvWarning, Unsupported
 from rnnconv.passes import layout as layout_pass
-from rnnconv.passes.adapters import ADAPTERS, NodePlan, NotApplicable
+from rnnconv.passes.adapters import ADAPTERS, NodePlan, NotApplicable, Scope
 from rnnconv.passes.base import PassResult, Rewrite, RewritePass
 from rnnconv.passes.edit import Names
+from rnnconv.passes.fold import fold
 
 SMALL_CONSTANT = 1 << 20  # constant inputs up to this size go into the one-node model (adapters may read them)
 
@@ -70,11 +76,16 @@ class OpsetPass(RewritePass):
         self.source = default_opset(model)
         _missing_ops(model, self.target)  # before any change
         result = super().call(model)
-        result.changes.extend(_GraphSteps(model, self.source, self.target).run())
+        steps = _GraphSteps(model, self.target)
+        result.changes.extend(steps.run())
         model.opset_imports.pop("ai.onnx", None)
         model.opset_imports[""] = self.target
+        for function in model.functions.values():  # a function's imports must agree with the model's
+            if {"", "ai.onnx"} & set(function.opset_imports):
+                function.opset_imports.pop("ai.onnx", None)
+                function.opset_imports[""] = self.target
         model.ir_version = max(model.ir_version, schemas.min_ir_version(self.target))
-        result.modified = result.modified or bool(result.changes) or self.source != self.target
+        result.modified = result.modified or steps.modified or self.source != self.target
         return result
 
 
@@ -160,15 +171,18 @@ def _cast_inputs(rn: RecurrentNode, inputs, names: Names):
 
 # -- other nodes -------------------------------------------------------------------------------------------------
 
-def _other_nodes(graph: ir.Graph):
-    return [n for n in graph if n.domain in ("", "ai.onnx") and n.op_type not in OPS]
+def _others(model: ir.Model):
+    """(node, scope, opset) of every default-domain node that is not recurrent, wherever it lies (`walk`)."""
+    return [(n, scope, opset) for n, scope, opset in walk(model)
+            if n.domain in ("", "ai.onnx") and n.op_type not in OPS]
 
 
 def _missing_ops(model: ir.Model, target: int) -> None:
+    """Refuse, naming every such node, the ops that do not exist at `target` and that no step takes below."""
     missing: dict[str, list[str]] = {}
-    for node in _other_nodes(model.graph):
-        if since(node.op_type, target) is None:
-            missing.setdefault(node.op_type, []).append(node.name or node.outputs[0].name)
+    for node, scope, _ in _others(model):
+        if since(node.op_type, target) is None and (node.op_type, first_opset(node.op_type), None) not in ADAPTERS:
+            missing.setdefault(node.op_type, []).append(scope + node_label(node))
     failures = []
     for op, nodes in missing.items():
         first = first_opset(op)
@@ -180,65 +194,102 @@ def _missing_ops(model: ir.Model, target: int) -> None:
 
 
 class _GraphSteps:
-    """Case 2 of the module: each node of the graph that changes schema, one step at a time."""
+    """Case 2 of the module: each node that changes schema, in the main graph, in the bodies of If / Loop / Scan
+    and in functions. The nodes go in graph order, each all the way to the target (with the nodes its steps add)
+    before the next: a step that folds a constant chain finds the chain already at the target opset."""
 
-    def __init__(self, model: ir.Model, source: int, target: int):
-        self.graph = model.graph
-        self.source, self.target = source, target
-        self.names = Names(self.graph)
+    def __init__(self, model: ir.Model, target: int):
+        self.model, self.target = model, target
+        self.names = Names(model.graph)
+        for function in model.functions.values():
+            self.names.taken.update(v.name for n in function for v in n.outputs if v.name)
         self.failures: list[str] = []
-        self.changes: list[str] = []
+        self.changes: dict[str, list[str]] = {}  # what a step did -> the nodes it did it to
+        self.modified = False
 
     def run(self) -> list[str]:
-        work = [(n, self.source) for n in _other_nodes(self.graph) if self._needs(n, self.source)]
-        while work:
-            node, frm = work.pop(0)
-            try:
-                for n, reached in self._step(node, frm):
-                    if self._needs(n, reached):
-                        work.append((n, reached))
-            except Unsupported as err:
-                self.failures.append(f"{node.op_type} node {node.name!r}: {err}")
+        for node, scope, opset in _others(self.model):
+            stack = [(node, opset)]
+            while stack:
+                n, at = stack.pop()
+                if n.graph is None or not self._needs(n, at):
+                    continue
+                try:
+                    stack.extend(reversed(self._step(n, at, scope)))
+                except Unsupported as err:
+                    self.failures.append(f"{n.op_type} node {scope + node_label(n)!r}: {err}")
         if self.failures:
             raise Unsupported(f"cannot convert to opset {self.target}: " + "; ".join(self.failures))
-        return self.changes
+        return [f"{what}: {labels[0]}" if len(labels) == 1 else
+                f"{what}: {len(labels)} nodes ({', '.join(labels[:3])}{', ...' if len(labels) > 3 else ''})"
+                for what, labels in self.changes.items()]
 
     def _needs(self, node: ir.Node, opset: int) -> bool:
         return since(node.op_type, opset) != since(node.op_type, self.target)
 
-    def _step(self, node: ir.Node, frm: int) -> list[tuple[ir.Node, int]]:
+    def _step(self, node: ir.Node, frm: int, scope: str) -> list[tuple[ir.Node, int]]:
         """One schema step of `node` (valid at opset `frm`) toward the target; returns nodes and their opset."""
         op, to = node.op_type, self.target
         current = since(op, frm)
         if to < frm:
-            older, newer = since(op, current - 1) if current > 1 else None, current
-            if older is None:
-                raise Unsupported(f"{op} does not exist below opset {current}")
-            frm_v, to_v, reached = newer, older, max(to, current - 1)
+            frm_v, to_v, reached = current, since(op, current - 1) if current > 1 else None, max(to, current - 1)
         else:
             newer = next(o for o in range(frm + 1, to + 1) if since(op, o) == o)
             frm_v, to_v, reached = current, newer, newer
+        step = f"{op}-{frm_v} -> " + (f"{op}-{to_v}" if to_v is not None else f"below opset {current}")
         adapter = ADAPTERS.get((op, frm_v, to_v))
+        why = ""
         if adapter is not None:
             plan = NodePlan.of(node, frm_v)
+            plan.label, plan.opset = f"{op} node {scope + node_label(node)!r}", reached
+            plan.scope = Scope(self.names, lambda v: fold(v, self.target), _in_function(node, self.model))
             try:
                 adapter(plan, to)
-            except NotApplicable:
-                pass
+            except NotApplicable as err:
+                why = f"{err}; "
             else:
-                if not plan.changed:
-                    return [(node, reached)]
-                new = ir.Node(node.domain, op, inputs=plan.inputs, attributes=list(plan.attrs.values()),
-                              outputs=[ir.Value(name=o.name) for o in node.outputs], name=node.name)
-                self._replace(node, [new], list(new.outputs))
-                self.changes.append(f"{node.name or op}: {op}-{frm_v} -> {op}-{to_v}")
-                return [(new, reached)]
-        new_nodes, outputs = self._onnx_step(node, frm, reached)
+                self.modified = self.modified or plan.changed
+                return [(n, reached) for n in self._apply(node, plan, step)]
+        if to_v is None:
+            raise Unsupported(f"{why}{op} does not exist below opset {current}")
+        new_nodes, outputs = self._onnx_step(node, frm, reached, why)
         self._replace(node, new_nodes, outputs)
-        self.changes.append(f"{node.name or op}: {op}-{frm_v} -> {op}-{to_v} (onnx's adapter)")
+        self.modified = True
         return [(n, reached) for n in new_nodes]
 
-    def _onnx_step(self, node: ir.Node, frm: int, to: int) -> tuple[list[ir.Node], list[ir.Value]]:
+    def _apply(self, node: ir.Node, plan: NodePlan, step: str) -> list[ir.Node]:
+        """Put the plan in the graph; returns the nodes that continue toward the target."""
+        for message in plan.warnings:
+            warnings.warn(RnnconvWarning(message))
+        if not plan.changed and not plan.before:
+            return [node]
+        graph = node.graph
+        replaced = [v for v in node.inputs if v is not None]
+        for value in plan.initializers:
+            self._register(value)
+        if plan.replacement is not None:
+            new_nodes, outputs = plan.replacement, plan.outputs
+        else:
+            inputs = list(plan.inputs)
+            while inputs and inputs[-1] is None:
+                inputs.pop()
+            new = ir.Node(node.domain, node.op_type, inputs=inputs, attributes=list(plan.attrs.values()),
+                          outputs=[ir.Value(name=o.name) for o in node.outputs], name=node.name)
+            new_nodes, outputs = [new], list(new.outputs)
+        if plan.before:
+            graph.insert_before(node, plan.before)
+        self._replace(node, new_nodes, outputs)
+        for n in reversed(plan.folded):  # the chain a fold read, where nothing else reads it
+            if n.graph is not None and not any(o.uses() or o.is_graph_output() for o in n.outputs):
+                n.graph.remove(n, safe=True)
+        for v in replaced:  # constants the step replaced (normalised indices, re-typed exponents...)
+            if v.is_initializer() and not (v.uses() or v.is_graph_input() or v.is_graph_output()):
+                v.graph.initializers.pop(v.name)
+        for what in plan.what:
+            self.changes.setdefault(f"{step}: {what}", []).append(plan.label)
+        return [*plan.before, *new_nodes]
+
+    def _onnx_step(self, node: ir.Node, frm: int, to: int, why: str) -> tuple[list[ir.Node], list[ir.Value]]:
         inputs, inits = [], []
         mini_values: dict[str, ir.Value] = {}
         for v in node.inputs:
@@ -264,7 +315,7 @@ class _GraphSteps:
         try:
             converted = schemas.convert_version(mini, to)
         except Unsupported as err:
-            raise Unsupported(f"no adapter from opset {frm} to {to} ({err})") from err
+            raise Unsupported(f"{why}no adapter from opset {frm} to {to} ({err})") from err
         return self._adopt(converted, node)
 
     def _adopt(self, converted: ir.Model, node: ir.Node) -> tuple[list[ir.Node], list[ir.Value]]:
@@ -285,19 +336,29 @@ class _GraphSteps:
                 value = fresh(init)
                 value.const_value = init.const_value
                 value.const_value.name = value.name
-                self.graph.register_initializer(value)
+                self._register(value)
         for v in g.inputs:
             if id(v) not in mapped:
                 mapped[id(v)] = by_name[v.name]
         new_nodes = []
+        keep = node.name  # the node being replaced gives up its name: the step keeps it, not name_1, name_1_3...
         for n in g:
             ins = [None if v is None else fresh(v) if id(v) not in mapped else mapped[id(v)] for v in n.inputs]
             outs = [fresh(o) for o in n.outputs]
-            new_nodes.append(ir.Node(n.domain, n.op_type, inputs=ins, outputs=outs,
-                                     name=self.names(n.name or n.op_type), attributes=list(n.attributes.values())))
+            name = keep if keep and n.name == keep else self.names(n.name or n.op_type)
+            keep = keep if name != keep else None
+            new_nodes.append(ir.Node(n.domain, n.op_type, inputs=ins, outputs=outs, name=name,
+                                     attributes=list(n.attributes.values())))
         return new_nodes, [mapped[id(o)] for o in g.outputs]
 
+    def _register(self, value: ir.Value) -> None:
+        """A new initializer of the main graph (visible in every body)."""
+        self.model.graph.register_initializer(value)
+        if self.model.ir_version < 4:  # before IR 4 every initializer is a graph input as well
+            self.model.graph.inputs.append(value)
+
     def _replace(self, node: ir.Node, replacement: list[ir.Node], outputs: list[ir.Value]) -> None:
+        graph = node.graph
         for old, new in zip(node.outputs, outputs):
             name = old.name
             old.name = None
@@ -305,5 +366,10 @@ class _GraphSteps:
             new.type = new.type or old.type
             new.shape = new.shape or old.shape
         ir.convenience.replace_all_uses_with(list(node.outputs), outputs, replace_graph_outputs=True)
-        self.graph.insert_after(node, replacement)
-        self.graph.remove(node, safe=True)
+        if replacement:
+            graph.insert_after(node, replacement)
+        graph.remove(node, safe=True)
+
+
+def _in_function(node: ir.Node, model: ir.Model) -> bool:
+    return any(node.graph is function.graph for function in model.functions.values())

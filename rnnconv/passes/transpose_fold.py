@@ -31,7 +31,9 @@ class FoldTransposes(Pass):
             shape, when shape is a constant or a Concat of one-element pieces (exporters' zero initial states).
     Case 5: Transposes of the same value with the same perm become one.
     Case 6: a Transpose followed by a Squeeze or Reshape whose result only feeds Transposes is moved below it, so
-            that case 2 can meet the next Transpose (Y [T,D,N,H] -> Squeeze/Reshape -> Transpose exports).
+            that case 2 can meet the next Transpose (Y [T,D,N,H] -> Squeeze/Reshape -> Transpose exports). When the
+            Reshape merges axes that the Transpose had brought together, a Transpose that groups them stays above
+            it, ordered so that what moves below cancels the Transposes there (bidirectional stacks in layout 0).
     Case 7: a Transpose of Slice(fill) with constant axes is moved above the Slice, so that case 4 folds it
             (zero initial states sliced out of an Expand, as torch.export writes them), or when every Slice of the
             same value is transposed alike (per-layer states sliced out of one graph input: one Transpose left).
@@ -252,9 +254,10 @@ class _Folder:
         moved = self._sink_squeeze(t, u) if u.op_type == "Squeeze" else self._sink_reshape(t, u)
         if moved is None:
             return False
-        new_u, new_t = moved
-        self.graph.insert_before(u, [new_u, new_t])
-        self._created(new_u, new_t)
+        new_nodes = list(moved)
+        self.graph.insert_before(u, new_nodes)
+        self._created(*new_nodes)
+        new_t = new_nodes[-1]
         z.replace_all_uses_with(new_t.outputs[0])
         self._remove_dead(u)
         return True
@@ -287,7 +290,7 @@ class _Folder:
         else:
             new_u = ir.Node("", "Squeeze", [x], outputs=[mid], name=self.names(u.name or "Squeeze"),
                             attributes=[ir.AttrInt64s("axes", removed)])
-        return new_u, self._transpose(mid, new_perm, u.outputs[0])
+        return [new_u, self._transpose(mid, new_perm, u.outputs[0])]
 
     def _sink_reshape(self, t: ir.Node, u: ir.Node):
         perm = _perm(t)
@@ -297,13 +300,34 @@ class _Folder:
         groups = _reshape_groups(_tokens(y.shape, len(perm)), z.shape, spec, allowzero)
         if groups is None:
             return None
+        x_dims = list(x.shape) if x.shape is not None else [None] * len(perm)
+        if x.shape is None and y.shape is not None:  # a value a rewrite just made: its dims are y's, unpermuted
+            for i, a in enumerate(perm):
+                x_dims[a] = y.shape[i]
         original = [tuple(perm[a] for a in g) for g in groups]
-        if any(list(g) != list(range(g[0], g[0] + len(g))) for g in original if g):
-            return None  # a merged group is not contiguous in the untransposed tensor
+        # Axes of size 1 merged into a group take no room: [T,1,N,H] -> [N,T,1*H] is [T,N,H] transposed.
+        original = [tuple(a for a in g if x_dims[a] != 1) or g[:1] if len(g) > 1 else g for g in original]
         if any(not g for g in original):
             return None
+        before = []
+        if any(list(g) != list(range(g[0], g[0] + len(g))) for g in original):
+            # A merged group is not contiguous in the untransposed tensor: first a Transpose that brings each
+            # group together, in the order the Transposes below the Reshape read them, so that what moves below
+            # cancels them ([T,D,N,H] -> [N,T,D,H] -> [N,T,D*H] -> [T,N,D*H] becomes one Transpose to [T,N,D,H]).
+            wanted = {_perm(n) for n in z.consumers()}
+            if len(wanted) != 1 or None in wanted or len(next(iter(wanted))) != len(original):
+                return None
+            reads = next(iter(wanted))  # the groups in the order the Transposes below read them
+            grouping = [a for j in reads for a in original[j]]
+            grouping += [a for a in range(len(perm)) if a not in grouping]  # axes of size 1, dropped by the Reshape
+            if grouping == list(perm):
+                return None
+            s = self._transpose(x, grouping, None)
+            before, x = [s], s.outputs[0]
+            x_dims = [x_dims[a] for a in grouping]
+            position = {a: k for k, a in enumerate(grouping)}
+            original = [tuple(position[a] for a in g) for g in original]
         order = sorted(range(len(original)), key=lambda j: original[j][0])
-        x_dims = list(x.shape) if x.shape is not None else [None] * len(perm)
         new_spec, unknown = [], 0
         for k, j in enumerate(order):
             g = original[j]
@@ -326,13 +350,16 @@ class _Folder:
         spec_value = self._initializer(np.array(new_spec, dtype=np.int64), f"{u.name or 'Reshape'}_shape")
         new_u = ir.Node("", "Reshape", [x, spec_value], outputs=[mid], name=self.names(u.name or "Reshape"),
                         attributes=list(u.attributes.values()))
-        return new_u, self._transpose(mid, new_perm, z)
+        return [*before, new_u, self._transpose(mid, new_perm, z)]
 
     # ---- helpers -----------------------------------------------------------------------------------------
 
-    def _transpose(self, value: ir.Value, perm: Sequence[int], like: ir.Value) -> ir.Node:
-        node, _ = edit.transpose(value, perm, self.names, f"{like.name}_transposed")
+    def _transpose(self, value: ir.Value, perm: Sequence[int], like: Optional[ir.Value]) -> ir.Node:
+        """A Transpose of `value`; its output takes `like`'s type and shape (None: `value`'s, permuted)."""
+        node, _ = edit.transpose(value, perm, self.names, f"{(like or value).name}_transposed")
         out = node.outputs[0]
+        if like is None:
+            return node
         out.type = like.type or out.type
         if like.shape is not None:
             out.shape = like.shape
@@ -500,8 +527,8 @@ def _reshape_groups(in_tokens: list, out_shape: Optional[ir.Shape], spec: Option
     while tail < min(n_in, n_out) - head and _same(in_tokens[n_in - 1 - tail], out_tokens[n_out - 1 - tail]):
         tail += 1
     mid_in, mid_out = n_in - head - tail, n_out - head - tail
-    if mid_out == 0 and mid_in == 0:
-        middle = []
+    if mid_out == 0 and all(tok == 1 for tok in in_tokens[head:n_in - tail]):
+        middle = []  # only axes of size 1 dropped (none when mid_in is 0)
     elif mid_out == 1 and mid_in >= 1:
         middle = [tuple(range(head, head + mid_in))]
     else:

@@ -14,7 +14,8 @@ An ONNX source is run in onnxruntime when it is held against IR (rnnconv's engin
 the non-recurrent ones, which have errors of their own: Softmax before opset 13); where a runtime cannot run the
 source, rnnconv's engine stands in for it. A runtime that refuses the converted model fails the check, unless the
 refusal is one rnnconv knows (`rnnconv.runtimes`): then rnnconv's engine stands in and the note says why. A check
-that cannot run at all is reported as skipped, with the reason.
+that cannot run at all is reported as skipped, with the reason: the IR interpreter's, when the IR holds layers it has
+no kernel for (what OpenVINO's own ONNX import made, on to-openvino's OpenVINO route), which leaves the runtime's.
 
 Layers whose weights pass BIG_WEIGHT_BYTES are checked in float32 with a small batch and sequence (each step reads
 every weight once), so that verifying a big model costs about its size once in memory.
@@ -31,26 +32,30 @@ import onnx_ir as ir
 
 from rnnconv import runtimes
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.engine import openvino_runtime
-from rnnconv.errors import BadInput, human_size
+from rnnconv.engine import ir_graph, openvino_runtime
+from rnnconv.errors import BadInput, RnnconvError, human_size
 from rnnconv.verification import engines
 from rnnconv.verification.inputs import (
     DEFAULT_DIM,
     SMALL_DIM,
+    check_dim_names,
     check_inputs,
     draw_inputs,
     read_inputs,
 )
 from rnnconv.verification.model import Model
 from rnnconv.verification.results import Check, compare_outputs, failed
-from rnnconv.verification.specs import InputSpec, merge_specs
+from rnnconv.verification.specs import InputSpec, merge_specs, told_sizes
 from rnnconv.verification.tolerance import Tolerance, Tolerances
 
 BIG_WEIGHT_BYTES = 64 << 20
 # Peak memory of OpenVINO's CPU plugin compiling an IR, per byte of its constants (measured with OpenVINO 2026.4
 # on bidirectional LSTMSequence IRs of 1 and 2.5 GB, rnnconv's and OpenVINO's own alike: 4.1x), with a margin.
 RUNTIME_COMPILE_FACTOR = 4.5
-NOT_INSTALLED = "openvino not installed: pip install 'rnnconv[openvino]'"
+# What the checks running beside an early-started runtime hold, per byte of the model's weights (onnxruntime's
+# session of the source: 1.6x measured on a 1 GB LSTM), with a margin: start_runtime demands it on top.
+BESIDE_FACTOR = 2.0
+NOT_INSTALLED = f"openvino not installed: {openvino_runtime.INSTALL}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,12 +74,10 @@ class CheckOptions:
 
     @classmethod
     def of(cls, *, seed: int = 0, runs: Optional[int] = None, dims=None, ranges=None, inputs=None,
-           atol: Tolerance = None, rtol: Tolerance = None, fp16_weights: bool = False) -> "CheckOptions":
-        return cls(seed, runs, dict(dims or {}), dict(ranges or {}), inputs, Tolerances(atol, rtol, fp16_weights))
-
-    @property
-    def sized_by_user(self) -> bool:
-        return bool(self.dims) or self.inputs is not None
+           atol: Tolerance = None, rtol: Tolerance = None, fp16_weights: bool = False, dequantized: bool = False
+           ) -> "CheckOptions":
+        return cls(seed, runs, dict(dims or {}), dict(ranges or {}), inputs,
+                   Tolerances(atol, rtol, fp16_weights, dequantized))
 
 
 def precision_for(model: ir.Model, nodes: Optional[Sequence[onnx_recurrent.RecurrentNode]] = None) -> str:
@@ -91,9 +94,10 @@ def precision_for(model: ir.Model, nodes: Optional[Sequence[onnx_recurrent.Recur
 # -- inputs -------------------------------------------------------------------------------------------------
 
 def input_sets(specs: Mapping[str, InputSpec], options: CheckOptions, *, small: bool = False,
-               uniform: bool = False) -> list[tuple[dict, list]]:
+               uniform: bool = False, sizes: Optional[Mapping[str, int]] = None) -> list[tuple[dict, list]]:
     """(feeds, how each input was made) per run. `small`: the sizes of big-layer checks; `uniform`: every dynamic
-    dim the same size (for models whose dynamic dims are tied in ways the specs do not show)."""
+    dim the same size (for models whose dynamic dims are tied in ways the specs do not show); `sizes`: default
+    sizes by role ("sequence", "other") instead of DEFAULT_DIM's. What the user gave always wins."""
     given_sets: list[dict] = [{}]
     if isinstance(options.inputs, (str, os.PathLike)):
         given_sets = read_inputs(options.inputs, specs)
@@ -101,8 +105,8 @@ def input_sets(specs: Mapping[str, InputSpec], options: CheckOptions, *, small: 
         given_sets = [check_inputs(dict(options.inputs), specs, "inputs")]
     n_runs = len(given_sets) if len(given_sets) > 1 else (options.runs or 1)
     dims = dict(options.dims)
-    default = SMALL_DIM if small else DEFAULT_DIM
-    for role in ("batch", "sequence"):
+    default = {**(SMALL_DIM if small else DEFAULT_DIM), **(sizes or {})}
+    for role in ("batch", "sequence", "other"):
         dims.setdefault(role, default[role])
     if uniform:
         for spec in specs.values():
@@ -219,17 +223,18 @@ def _check_node_memory(pair: NodePair, sets: list) -> None:
 
 # -- whole-model checks ---------------------------------------------------------------------------------------
 
-def _would_not_fit(model: Model) -> Optional[str]:
+def _would_not_fit(model: Model, factor: float = RUNTIME_COMPILE_FACTOR) -> Optional[str]:
     """Why the OpenVINO runtime is left out: this machine lacks the memory to compile the IR (the kernel would
-    kill the process, which says nothing about the IR). None when it fits or memory is unknown."""
+    kill the process, which says nothing about the IR), `factor` times its weights. None when it fits or memory
+    is unknown."""
     if model.format != "ir":
         return None
-    need = RUNTIME_COMPILE_FACTOR * sum(layer.value.nbytes for layer in model.graph.all_layers()
-                                        if layer.type == "Const" and layer.value is not None)
+    need = factor * sum(layer.value.nbytes for layer in model.graph.all_layers()
+                        if layer.type == "Const" and layer.value is not None)
     available = _available_memory()
     if available is None or need <= available:
         return None
-    return (f"OpenVINO runtime: compiling this IR needs about {need / 2**30:.1f} GiB ({RUNTIME_COMPILE_FACTOR}x "
+    return (f"OpenVINO runtime: compiling this IR needs about {need / 2**30:.1f} GiB ({factor}x "
             f"its weights), {available / 2**30:.1f} GiB is available; on a machine with more, `rnnconv verify` "
             f"with the OpenVINO engine runs it")
 
@@ -245,6 +250,17 @@ def _available_memory() -> Optional[int]:
     return None
 
 
+def _interpreter_gap(model: Model) -> Optional[str]:
+    """Why rnnconv's IR interpreter cannot run the IR (layer types it has no kernel for), or None."""
+    if model.format != "ir":
+        return None
+    missing = sorted({layer.type for layer in model.graph.all_layers()
+                      if layer.type not in ir_graph.KERNELS and layer.type not in ("Parameter", "Const", "Result")})
+    if not missing:
+        return None
+    return f"IR interpreter: no kernel for {', '.join(missing)}"
+
+
 def _known_refusal(model: Model, engine: str) -> Optional[str]:
     """The refusal `rnnconv.runtimes` knows for this model and runtime (layout=1 in onnxruntime...), or None."""
     if model.format != "onnx" or engine != "onnxruntime":
@@ -258,18 +274,47 @@ def _runtime_of(model: Model) -> str:
     return "onnxruntime" if model.format == "onnx" else "openvino"
 
 
+@dataclasses.dataclass
+class Started:
+    """The OpenVINO runtime's run of a converted IR, handed to a worker process before the other checks: a big
+    IR's compile (most of its whole-model check) overlaps them. check_models collects it."""
+
+    sets: list
+    pending: engines.Pending
+
+
+def start_runtime(before: Model, after: Model, options: CheckOptions, worker, *,
+                  precision: Optional[str] = None) -> Optional[Started]:
+    """Start what check_models(before, after, options, precision=precision) will run in the OpenVINO runtime
+    on `worker` (an openvino_runtime.Worker), on the inputs it will draw; None when it would not run it there
+    (the IR does not fit in memory to compile, or several input sets)."""
+    if after.format != "ir" or after.path is None or _would_not_fit(after, RUNTIME_COMPILE_FACTOR + BESIDE_FACTOR):
+        return None  # (check_models may still run it alone, afterwards)
+    if precision is None:
+        precision = precision_for(before.onnx) if before.format == "onnx" else "float64"
+    try:
+        sets = input_sets(merge_specs(before, after), options, small=precision == "float32")
+    except RnnconvError:  # check_models says it, in its turn
+        return None
+    if len(sets) != 1:
+        return None
+    return Started(sets, engines.Pending(after, sets[0][0], worker))
+
+
 def check_models(before: Model, after: Model, options: CheckOptions, *, runtime: Optional[bool] = None,
                  isolate: bool = False, skipped: Optional[list] = None, notes: Optional[list] = None,
-                 precision: Optional[str] = None) -> list[Check]:
+                 precision: Optional[str] = None, started: Optional[Started] = None) -> list[Check]:
     """`before` against `after` on the same inputs (see the module's table). `runtime`: run the OpenVINO
-    runtime (default: when installed); `isolate`: real runtimes run in a child process. What could not be
-    checked goes to `skipped`, how the checks were made to `notes`."""
+    runtime (default: when installed); `isolate`: real runtimes run in a child process; `started`: that run,
+    already under way (start_runtime). What could not be checked goes to `skipped`, how the checks were made to
+    `notes`."""
     skipped = [] if skipped is None else skipped
     notes = [] if notes is None else notes
     if precision is None:
         precision = precision_for(before.onnx) if before.format == "onnx" else "float64"
     small = precision == "float32"
     specs = merge_specs(before, after)
+    check_dim_names(options.dims, specs)
     names = before.output_names()
     declared = {**after.output_dtypes(), **before.output_dtypes()}
     use_openvino = openvino_runtime.available() if runtime is None else runtime
@@ -277,24 +322,21 @@ def check_models(before: Model, after: Model, options: CheckOptions, *, runtime:
 
     # The reference: the source in its first engine that runs it, on the first input sets it runs on.
     first = ["onnxruntime", "rnnconv"] if cross and before.format == "onnx" else ["rnnconv"]
-    attempts = [False] if options.sized_by_user else [False, True]
-    ref, sets, why = None, None, None
-    for uniform in attempts:
-        sets = input_sets(specs, options, small=small, uniform=uniform)
-        for engine in first:
-            ref = run(before, engine, sets, precision=precision, isolate=isolate)
-            if ref.ok:
-                break
-            why = ref.error
-        if ref.ok:
-            if uniform:
-                notes.append("inputs drawn with every dynamic dim the same size (the model did not run otherwise)")
-            break
-    if not ref.ok:
-        raise BadInput(f"the model does not run on the inputs drawn for it ({describe_inputs(sets[0][1])}): {why}",
-                       fixes=("dims", "ranges", "inputs", "verify=node"))
-    cand = run(after, "rnnconv", sets, precision=precision)
-    checks = compare_runs("model", ref, cand, options, names, declared)
+    sets, ref, note = runnable_sets(before, specs, options, first, small=small, precision=precision, isolate=isolate)
+    notes.extend([note] if note else [])
+    gap = _interpreter_gap(after)
+    if gap:  # the ops OpenVINO's own import made: its runtime's run is the whole-model check
+        skipped.append(gap)
+        checks = []
+    elif small and started is not None and use_openvino and _same_sets(started.sets, sets):
+        # Big layers, the runtime's run under way: the interpreter would read every weight again while the
+        # runtime compiles, for what the node checks (each layer in the interpreter) and the runtime both show.
+        notes.append("IR interpreter: the whole model left out (big layers: each ran alone in it; the OpenVINO "
+                     "runtime runs the whole model)")
+        checks = []
+    else:
+        cand = run(after, "rnnconv", sets, precision=precision)
+        checks = compare_runs("model", ref, cand, options, names, declared)
 
     # The runtimes: each model in its own (onnxruntime for ONNX, OpenVINO for IR).
     def runtime_run(model: Model) -> tuple[Optional[Run], Optional[str]]:
@@ -307,6 +349,13 @@ def check_models(before: Model, after: Model, options: CheckOptions, *, runtime:
                 return None, too_big
         if ref.engine == engine and ref.model is model:
             return ref, None
+        if started is not None and model is after and _same_sets(started.sets, sets):
+            out = Run(model, engine)
+            try:
+                out.outputs.append(started.pending.result())
+            except engines.CannotRun as err:
+                out.error = err
+            return out, None
         return run(model, engine, sets, isolate=isolate), None
 
     def stand_in(model: Model) -> Run:
@@ -326,6 +375,12 @@ def check_models(before: Model, after: Model, options: CheckOptions, *, runtime:
         return checks
     if not ra.ok:
         known = _known_refusal(after, ra.engine)
+        if (known is None and rb is not None and not rb.ok and rb.engine == ra.engine
+                and _known_refusal(before, rb.engine) is None):
+            # Neither model runs there on these inputs, for no reason a runtime fact explains: the inputs, not
+            # the conversion (rnnconv's engine ran both).
+            skipped.append(_short(f"{ra.label}: runs neither model on these inputs ({rb.error})", 300))
+            return checks
         if known is None:  # the converted model must run wherever its runtime runs the source's ops
             return checks + compare_runs("model", rb if usable_b else stand_in(before), ra, options, names,
                                          declared, note=_short(note))
@@ -341,6 +396,47 @@ def check_models(before: Model, after: Model, options: CheckOptions, *, runtime:
         note = note or skip_b or ""
         return checks + compare_runs("model", stand_in(before), ra, options, names, declared, note=_short(note))
     return checks + compare_runs("model", rb, ra, options, names, declared)
+
+
+def runnable_sets(model: Model, specs: Mapping[str, InputSpec], options: CheckOptions, engines: Sequence[str], *,
+                  small: bool = False, precision: str = "float64", isolate: bool = False
+                  ) -> tuple[list, Run, Optional[str]]:
+    """Input sets `model` runs on, the run in the first of `engines` that ran it, and a note when that took other
+    sizes than the defaults (`_size_attempts`). BadInput, with the first failure and what would fix it, when no
+    attempt runs."""
+    failure = None
+    for how, kwargs in _size_attempts(model, options):
+        sets = input_sets(specs, options, small=small, **kwargs)
+        for engine in engines:
+            ref = run(model, engine, sets, precision=precision, isolate=isolate)
+            if ref.ok:
+                note = None if not how else (f"inputs drawn with {how} ({describe_inputs(sets[0][1])}): the model "
+                                             f"did not run at the default sizes ({failure[1]})")
+                return sets, ref, note
+        failure = failure or (describe_inputs(sets[0][1]), ref.error)
+    raise BadInput(f"the model does not run on the inputs drawn for it ({failure[0]}): {failure[1]}",
+                   fixes=("dims", "ranges", "inputs", "verify=node"))
+
+
+def _size_attempts(model: Model, options: CheckOptions):
+    """(how, input_sets keywords) to try in turn until the source runs: the defaults; every dynamic dim one size;
+    the sizes the model states in constant Reshape targets (told_sizes); larger sizes for dims no recurrent node
+    explains (a convolutional front end that needs a minimum width). Inputs the user gave are never redrawn."""
+    yield "", {}
+    if options.inputs is not None:
+        return
+    yield "every dynamic dim the same size", {"uniform": True}
+    yield "dims of no known role at 16", {"sizes": {"other": 16}}
+    if model.format == "onnx":
+        for size in told_sizes(model.onnx)[:4]:
+            yield f"dynamic dims at {size}, a size a Reshape in the model states", {"sizes": {"sequence": size,
+                                                                                             "other": size}}
+    yield "dims of no known role at 64", {"sizes": {"other": 64}}
+
+
+def _same_sets(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(
+        x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x) for (x, _), (y, _) in zip(a, b))
 
 
 def _short(text: str, n: int = 160) -> str:

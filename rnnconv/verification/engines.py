@@ -22,7 +22,7 @@ from rnnconv.engine import onnxruntime_runtime as ort
 from rnnconv.engine import openvino_runtime
 from rnnconv.engine.ir_graph import run_ir
 from rnnconv.engine.onnx_graph import run_onnx
-from rnnconv.errors import RnnconvError, UsageError
+from rnnconv.errors import NodeFailed, RnnconvError, UsageError
 from rnnconv.verification.model import Model
 
 ENGINES = ("rnnconv", "onnxruntime", "openvino")
@@ -68,6 +68,8 @@ def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision
         if engine == "onnxruntime":
             return _run_onnxruntime(model, feeds, isolate)
         return _run_openvino(model, feeds, isolate)
+    except NodeFailed as err:
+        raise CannotRun(str(err)) from err  # these inputs, not the model: other sizes may run (runnable_sets)
     except (CannotRun, RnnconvError):
         raise  # BadInput: the model or the inputs are malformed (exit 4), whichever engine noticed
     except ImportError as err:
@@ -175,6 +177,27 @@ def _run_openvino(model: Model, feeds, isolate: bool) -> dict[str, np.ndarray]:
             outputs = openvino_runtime.run(path, feeds, bin_path, reshape=model.format == "ir", isolate=isolate)
         except openvino_runtime.Crashed as err:
             raise Crashed(str(err)) from err
+    return _openvino_outputs(model, outputs)
+
+
+class Pending:
+    """A run of the OpenVINO runtime on a model's files, handed now to a started `openvino_runtime.Worker`;
+    `result()` gives what `run` would (and raises as it does)."""
+
+    def __init__(self, model: Model, feeds: Mapping[str, np.ndarray], worker: "openvino_runtime.Worker"):
+        self.model, self.worker = model, worker
+        worker.submit(model.path, feeds, model.bin_path, reshape=model.format == "ir")
+
+    def result(self) -> dict[str, np.ndarray]:
+        try:
+            return _openvino_outputs(self.model, self.worker.result())
+        except openvino_runtime.Crashed as err:
+            raise Crashed(str(err)) from err
+        except Exception as err:  # OpenVINO refused the model
+            raise CannotRun(one_line(err)) from err
+
+
+def _openvino_outputs(model: Model, outputs: list) -> dict[str, np.ndarray]:
     if model.format == "onnx":
         return {n: o.value for o in outputs for n in o.names}
     # Each Result under the name rnnconv gives it: found by the Result's name, else by a tensor name.

@@ -38,25 +38,28 @@ def expand_dims(dims: Mapping[str, int]) -> dict[str, int]:
 
 
 def check_dim_names(dims: Mapping[str, int], specs: Mapping[str, InputSpec]) -> None:
-    """Every dim given must name something: a symbolic dim, batch/seq, or a dynamic INPUT:AXIS."""
+    """Every dim given must name something: a symbolic dim, batch/seq, or an INPUT:AXIS (a static axis only at its
+    own size, checked when drawing)."""
     known = set(ROLE_ALIASES)
     for spec in specs.values():
         for axis, d in enumerate(spec.dims):
             if isinstance(d, str):
                 known.add(d)
-            if not isinstance(d, int):
-                known.add(f"{spec.name}:{axis}")
+            known.add(f"{spec.name}:{axis}")
     unknown = sorted(k for k in dims if k not in known and k.lower() not in ROLE_ALIASES)
     if unknown:
-        raise UsageError(f"dims {', '.join(unknown)}: the model has no dynamic dim of that name (symbols and dynamic "
-                         f"axes: {', '.join(sorted(known - set(ROLE_ALIASES))) or 'none'}; or batch, seq)")
+        dynamic = sorted({d for s in specs.values() for d in s.dims if isinstance(d, str)}
+                         | {f"{s.name}:{a}" for s in specs.values() for a, d in enumerate(s.dims)
+                            if not isinstance(d, int)})
+        raise UsageError(f"dims {', '.join(unknown)}: the model has no dim of that name (symbols and dynamic "
+                         f"axes: {', '.join(dynamic) or 'none'}; or batch, seq)")
 
 
 def _shape_of(spec: InputSpec, dims: Mapping[str, int], symbols: dict) -> tuple[int, ...]:
     shape = []
     for axis, d in enumerate(spec.dims):
         key = f"{spec.name}:{axis}"
-        role = spec.roles.get(axis)
+        role = spec.roles.get(axis, "other")
         if isinstance(d, int):
             if key in dims and dims[key] != d:
                 raise UsageError(f"dims {key}={dims[key]}: that axis is fixed at {d} in the model")
@@ -65,10 +68,10 @@ def _shape_of(spec: InputSpec, dims: Mapping[str, int], symbols: dict) -> tuple[
             shape.append(dims[key])
         elif isinstance(d, str):
             if d not in symbols:
-                symbols[d] = dims.get(d, dims.get(role, DEFAULT_DIM.get(role, DEFAULT_DIM["other"])))
+                symbols[d] = dims.get(d, dims.get(role, DEFAULT_DIM[role]))
             shape.append(symbols[d])
         else:
-            shape.append(dims.get(role, DEFAULT_DIM.get(role, DEFAULT_DIM["other"])))
+            shape.append(dims.get(role, DEFAULT_DIM[role]))
     return tuple(shape)
 
 

@@ -34,6 +34,7 @@ class InputSpec:
 
 
 def _onnx_specs(model: ir.Model) -> dict[str, InputSpec]:
+    """The graph inputs' specs: roles traced from the recurrent nodes, valid integer ranges, one batch size."""
     graph = model.graph
     specs = {}
     for v in graph.inputs:
@@ -51,14 +52,20 @@ def _onnx_specs(model: ir.Model) -> dict[str, InputSpec]:
     for rn in onnx_recurrent.find(model):
         t_axis, n_axis = (1, 0) if rn.layer.layout else (0, 1)
         x = rn.inputs["X"]
+        batch_axes = []  # every (input, axis) this node's batch is read from
         for axis, role in ((t_axis, "sequence"), (n_axis, "batch")):
             src = _trace_back(x, axis)
             if src is not None and src[0] in specs:
                 specs[src[0]].roles.setdefault(src[1], role)
+                if role == "batch":
+                    batch_axes.append(src)
         for key in ("initial_h", "initial_c"):
             src = _trace_back(rn.inputs.get(key), n_axis)
             if src is not None and src[0] in specs:
                 specs[src[0]].roles.setdefault(src[1], "batch")
+                batch_axes.append(src)
+        _one_batch(specs, batch_axes + ([_trace_back(rn.inputs.get("sequence_lens"), 0)]
+                                        if rn.inputs.get("sequence_lens") is not None else []))
         lens = rn.inputs.get("sequence_lens")
         src = _trace_back(lens, 0)
         if src is None or src[0] not in specs:
@@ -77,7 +84,56 @@ def _onnx_specs(model: ir.Model) -> dict[str, InputSpec]:
     for v in graph.inputs:
         if v.name in specs and specs[v.name].dtype.kind in "iu":
             _token_range(v, specs[v.name])
+            _compared_with(v, specs[v.name])
     return specs
+
+
+def _one_batch(specs: dict[str, InputSpec], axes: list) -> None:
+    """The batch axes of one recurrent node's X, states and lengths are one size: a static one (a state input of
+    fixed batch, say) fixes the others, symbol or unnamed."""
+    axes = [a for a in axes if a is not None and a[0] in specs and a[1] < len(specs[a[0]].dims)]
+    fixed = {specs[name].dims[axis] for name, axis in axes if isinstance(specs[name].dims[axis], int)}
+    if len(fixed) != 1:
+        return
+    size = fixed.pop()
+    symbols = {specs[name].dims[axis] for name, axis in axes if isinstance(specs[name].dims[axis], str)}
+    for name, axis in axes:
+        if not isinstance(specs[name].dims[axis], int):
+            specs[name].dims[axis] = size
+    for spec in specs.values():  # the symbol is that size wherever it stands
+        spec.dims = [size if d in symbols else d for d in spec.dims]
+
+
+_COMPARE = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"}
+
+
+def _compared_with(value: ir.Value, spec: InputSpec) -> None:
+    """An integer input compared with a constant (a sample rate tested against 16000, a mode flag) is drawn
+    from the values it is compared with: other values take branches the model is not meant to take."""
+    if spec.int_range is not None or spec.dims:
+        return
+    found = []
+    for node, index in value.uses():
+        if node.op_type in _COMPARE and len(node.inputs) == 2:
+            other = constant_array(node.inputs[1 - index])
+            if other is not None and other.size == 1 and other.dtype.kind in "iu":
+                found.append((int(other.reshape(-1)[0]), node))
+    if found:
+        v, node = found[0]
+        spec.int_range, spec.int_source = (v, v), f"compared with {v} in {node.op_type} {node.name or ''}".rstrip()
+
+
+def told_sizes(model: ir.Model) -> list[int]:
+    """Sizes the model itself states: the positive entries of constant Reshape targets (an exporter that baked a
+    sequence length into a view), largest first. Dynamic dims are tried at these sizes when the model does not run
+    at the default ones."""
+    sizes = set()
+    for node, _, _ in onnx_recurrent.walk(model):
+        if node.op_type == "Reshape" and len(node.inputs) > 1:
+            target = constant_array(node.inputs[1])
+            if target is not None and target.dtype.kind in "iu":
+                sizes.update(int(s) for s in target.reshape(-1) if 1 < s <= 4096)
+    return sorted(sizes, reverse=True)
 
 
 def _narrow(spec: InputSpec, rng: tuple, why: str) -> None:

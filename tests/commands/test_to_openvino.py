@@ -94,14 +94,15 @@ def test_cli_writes_ir_and_json(tmp_path):
 
 def test_cli_unsupported_exit_3(tmp_path):
     model = recurrent_model("GRU")
-    model.graph.node.append(helper.make_node("Conv", ["X", "W"], ["c"]))
+    model.graph.node.append(helper.make_node("Det", ["X"], ["c"]))
     model.graph.node.append(helper.make_node("NonMaxSuppression", ["X", "X"], ["n"]))
     path = tmp_path / "p.onnx"
     onnx.save(model, path)
-    res = subprocess.run([sys.executable, "-m", "rnnconv", "to-openvino", str(path), "-o", str(tmp_path / "p.xml")],
-                         capture_output=True, text=True)
+    # --route rnnconv: the default would take OpenVINO's import for these ops (tests/openvino/)
+    res = subprocess.run([sys.executable, "-m", "rnnconv", "to-openvino", str(path), "-o", str(tmp_path / "p.xml"),
+                          "--route", "rnnconv"], capture_output=True, text=True)
     assert res.returncode == 3, res.stderr
-    assert "Conv, NonMaxSuppression" in res.stderr
+    assert "Det, NonMaxSuppression" in res.stderr
     assert not (tmp_path / "p.xml").exists()
 
 

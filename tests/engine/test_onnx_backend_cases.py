@@ -14,7 +14,11 @@ from onnx import helper, numpy_helper
 from rnnconv.engine.onnx_graph import KERNELS
 from tests.conftest import INPUTS
 
-EXPECTED_CASES = 18
+# Every onnx since 1.16 ships these; newer ones add the bidirectional and reverse cases (18 in all).
+BASE_CASES = {"test_gru_batchwise", "test_gru_defaults", "test_gru_seq_length", "test_gru_with_initial_bias",
+              "test_lstm_batchwise", "test_lstm_defaults", "test_lstm_with_initial_bias", "test_lstm_with_peepholes",
+              "test_rnn_seq_length", "test_simple_rnn_batchwise", "test_simple_rnn_defaults",
+              "test_simple_rnn_with_initial_bias"}
 PREFIXES = ("test_gru_", "test_lstm_", "test_rnn_", "test_simple_rnn_")
 
 
@@ -23,7 +27,10 @@ def _cases():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # other ops' generators warn about overflow
-        cases = collect_testcases()
+        try:
+            cases = collect_testcases()
+        except TypeError:  # older onnx takes an op type
+            cases = collect_testcases("")  # "": every op (the filter is set once, at the first call)
     return [c for c in cases if c.name.startswith(PREFIXES)]
 
 
@@ -39,7 +46,8 @@ def _decoded(value):
 
 
 def test_found_every_case():
-    assert len(CASES) == EXPECTED_CASES, [c.name for c in CASES]
+    names = {c.name for c in CASES}
+    assert BASE_CASES <= names and len(names) in (12, 18), sorted(names)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

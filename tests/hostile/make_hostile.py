@@ -322,7 +322,7 @@ def ir_cases(folder: Path) -> list[Case]:
     secret.write_text("do not read me\n")
     add("ir_malformed_xml", xml[: len(xml) // 2], BAD_INPUT, r"not well-formed XML")
     add("ir_garbage", np.random.default_rng(3).integers(0, 256, 2048, dtype=np.uint8).tobytes(), BAD_INPUT,
-        r"not well-formed XML")
+        r"not XML, so not OpenVINO IR")
     add("ir_empty", b"", BAD_INPUT, r"not well-formed XML|empty XML")
     add("ir_billion_laughs", BILLION_LAUGHS, BAD_INPUT, r"must not contain a DOCTYPE")
     add("ir_external_entity", _external_entity(secret.resolve()), BAD_INPUT, r"must not contain a DOCTYPE")

@@ -108,7 +108,7 @@ def convert(model: ir.Model, *, fp16: bool = False,
         arr = value.const_value.numpy()
         if arr.nbytes >= ov_writer.VIEW_BYTES:  # a view of the (memory-mapped) source, streamed when written
             arr = Pieces([arr], arr.shape, arr.dtype)
-        ctx.values[name] = _weight_const(g, arr, fp16, name)
+        ctx.values[name] = g.weight(arr, fp16, name)
 
     for node in model.graph:
         rn = by_node.get(id(node))
@@ -117,7 +117,7 @@ def convert(model: ir.Model, *, fp16: bool = False,
         else:
             outs = ops.TABLE[node.op_type].to_openvino(ctx, node)
             if node.op_type == "Constant" and fp16:
-                outs = [_weight_const(g, outs[0].const, fp16, node.name or None) if outs[0].const.dtype.kind == "f"
+                outs = [g.weight(outs[0].const, fp16, node.name or None) if outs[0].const.dtype.kind == "f"
                         else outs[0]]
         for value, out in zip(node.outputs, outs):
             if value is None or value.name == "" or out is None:
@@ -149,16 +149,8 @@ def _set_release(g: IRGraph, release) -> None:
     for layer in g.layers:
         if isinstance(layer.value, Pieces):
             layer.value.release = release
-        if layer.body is not None:
-            _set_release(layer.body, release)
-
-
-def _weight_const(g: IRGraph, arr: np.ndarray, fp16: bool, name=None) -> Out:
-    """A float weight; with fp16 stored as f16 and decompressed by Convert-1, as ov.save_model does."""
-    if fp16 and arr.dtype == np.float32 and arr.size > 1:
-        half = g.const(arr.astype(np.float16), name=name)
-        return g.op("Convert", half, destination_type="f32")
-    return g.const(arr, name=name)
+        for body in layer.bodies():
+            _set_release(body, release)
 
 
 # -- recurrent ---------------------------------------------------------------------------------------------
@@ -193,7 +185,7 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
             s = ctx.values[v.name]
             return s if layout_batch_first(layer) else g.op("Transpose", s, ctx.i64([1, 0, 2]))
         if N >= 0:
-            return g.const(np.zeros((N, D, H), dtype=fdt))
+            return g.weight(np.zeros((N, D, H), dtype=fdt), fp16)
         target = g.op("Concat", x_dim(0), ctx.i64([D, H]), axis=0)
         return g.add("Broadcast", [g.const(np.zeros((), dtype=fdt)), target], {"mode": "numpy"}, version="opset3",
                      outputs=[(ftype, [N, D, H])])[0]
@@ -222,7 +214,7 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
                                                   "direction)"})
         onnx_weights = None if layer.weights_constant else {
             k: ctx.values[rn.inputs[k].name] for k in ("W", "R", "B", "P") if rn.inputs.get(k) is not None}
-        seq = lowering.lowered_sequence(g, layer, x_ov, h0, c0, lens, lens_given, fdt, ctx.i64, onnx_weights)
+        seq = lowering.lowered_sequence(g, layer, x_ov, h0, c0, lens, lens_given, fdt, ctx.i64, onnx_weights, fp16)
         return _outputs(ctx, rn, seq)
     W, R, B = _sequence_weights(ctx, rn, fdt, fp16)
     split = len(why) > 0  # only per-direction activations reach here
@@ -236,7 +228,7 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
         c_parts = g.add("Split", [c0, ctx.i64(1)], {"num_splits": 2}) if c0 is not None else None
         for d, direction in enumerate(("forward", "reverse")):
             wrb = [(t.const[d:d + 1] if t.const is not None else None) for t in (W, R, B)]
-            wrb = [g.const(a) if a is not None else pieces[k][d] for a, k in zip(wrb, "WRB")]
+            wrb = [g.weight(a, fp16) if a is not None else pieces[k][d] for a, k in zip(wrb, "WRB")]
             args = [x_ov, h_parts[d]] + ([c_parts[d]] if c_parts else []) + [lens] + wrb
             parts.append(g.add(gates.SEQUENCE_OP[kind], args, gates.attributes(layer, d, direction),
                                version=gates.VERSION, name=f"{rn.name or kind}/{direction}"))
@@ -276,7 +268,7 @@ def _sequence_weights(ctx: ops.Context, rn, fdt, fp16: bool) -> tuple[Out, Out, 
     g, layer, kind = ctx.g, rn.layer, rn.op
     if layer.weights_constant:
         t = gates.sequence_pieces(layer, fdt)
-        return tuple(_weight_const(g, t[k], fp16) for k in ("W", "R", "B"))
+        return tuple(g.weight(t[k], fp16) for k in ("W", "R", "B"))
     onnx_order = onnx_recurrent.GATES[kind]
     ov_order = gates.ORDER[kind]
     G, D, H = len(onnx_order), layer.num_directions, layer.hidden_size
@@ -291,7 +283,7 @@ def _sequence_weights(ctx: ops.Context, rn, fdt, fp16: bool) -> tuple[Out, Out, 
     W, R = reorder(rn.inputs["W"]), reorder(rn.inputs["R"])
     slots = gates.bias_gates(kind, layer.linear_before_reset)
     if rn.inputs.get("B") is None:
-        return W, R, g.const(np.zeros((D, len(slots) * H), dtype=fdt))
+        return W, R, g.weight(np.zeros((D, len(slots) * H), dtype=fdt), fp16)
     parts = g.add("Split", [ctx.values[rn.inputs["B"].name], ctx.i64(1)], {"num_splits": 2 * G})
     wb = dict(zip(onnx_order, parts[:G]))
     rb = dict(zip(onnx_order, parts[G:]))

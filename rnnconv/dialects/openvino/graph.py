@@ -45,6 +45,27 @@ MAX_BODY_DEPTH = 64  # TensorIterator/Loop bodies inside bodies; real models nes
 MAX_TENSOR_BYTES = 1 << 62  # numpy cannot even describe an array (empty or not) past 2^63 bytes
 
 
+# Operation types rnnconv knows, by lower-case spelling. OpenVINO's IR reader matches a layer's type without regard
+# to case, and ov.save_model writes the spec's spelling (ReLU, PReLU, SoftMax) where rnnconv writes others (Relu,
+# PRelu): the reader gives every layer the one spelling rnnconv's tables use (`canonical_type`).
+_TYPE_NAMES: dict[str, str] = {}
+
+
+def known_types(*names: str) -> None:
+    """Register the spelling rnnconv's tables use for these operation types."""
+    for name in names:
+        _TYPE_NAMES.setdefault(name.lower(), name)
+
+
+known_types("Parameter", "Const", "Result", "TensorIterator", "Loop", "If", "GRUSequence", "LSTMSequence",
+            "RNNSequence", "GRUCell", "LSTMCell", "RNNCell")
+
+
+def canonical_type(name: str) -> str:
+    """The spelling rnnconv uses for an IR layer type written in any letter case (unknown types unchanged)."""
+    return _TYPE_NAMES.get(name.lower(), name)
+
+
 def element_type_of(dtype) -> str:
     dtype = np.dtype(dtype)
     for t, (_, d) in ELEMENT_TYPES.items():
@@ -169,8 +190,14 @@ class IRLayer:
     body: Optional["IRGraph"] = None  # TensorIterator / Loop body
     port_map: list[tuple[str, dict[str, str]]] = dataclasses.field(default_factory=list)  # ("input"|"output", attrs)
     back_edges: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    # If-8: "then" / "else" -> (body, its port map as `port_map`)
+    branches: dict[str, tuple["IRGraph", list[tuple[str, dict[str, str]]]]] = dataclasses.field(default_factory=dict)
     # Attributes of the <layer> element itself beyond id/name/type/version (Result: output_names).
     element_attrs: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def bodies(self) -> list["IRGraph"]:
+        """The graphs inside this layer: a TensorIterator / Loop body, If's branches."""
+        return ([self.body] if self.body is not None else []) + [b for b, _ in self.branches.values()]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,6 +275,13 @@ class IRGraph:
         layer.outputs.append(Port(0, et, list(array.shape)))
         return Out(layer, 0)
 
+    def weight(self, array, fp16: bool = False, name: Optional[str] = None) -> Out:
+        """A float weight (`const`); with `fp16`, float32 data of more than one element is stored as f16 and
+        decompressed by Convert-1 to f32, as ov.save_model(compress_to_fp16=True) writes it (scalars stay)."""
+        if fp16 and np.dtype(array.dtype) == np.float32 and array.size > 1:
+            return self.op("Convert", self.const(array.astype(np.float16), name=name), destination_type="f32")
+        return self.const(array, name=name)
+
     def add(self, type_: str, inputs: Sequence[Out], attrs: Optional[dict] = None, *, version: str = "opset1",
             name: Optional[str] = None, outputs: Optional[list[tuple[str, Optional[list[int]]]]] = None) -> list[Out]:
         """Add an operation; output ports come from `outputs` or from shape inference."""
@@ -265,6 +299,18 @@ class IRGraph:
         """`add` for single-output operations, attributes as keywords."""
         return self.add(type_, inputs, attrs, version=version, name=name)[0]
 
+    def copy_layer(self, layer: IRLayer, inputs: Sequence[Out]) -> list[Out]:
+        """A copy of `layer` (attributes, port ids and names, body and port maps shared) fed by `inputs`."""
+        new = self._new(layer.type, layer.version, layer.name, None)
+        new.attrs = dict(layer.attrs)
+        new.body, new.port_map, new.back_edges, new.branches = (layer.body, layer.port_map, layer.back_edges,
+                                                                 layer.branches)
+        for port, src in zip(layer.inputs, inputs):
+            new.inputs.append(dataclasses.replace(port))
+            self.edges.append(Edge(src.layer.id, src.port.id, new.id, port.id))
+        new.outputs = [dataclasses.replace(p, names=list(p.names)) for p in layer.outputs]
+        return [Out(new, j) for j in range(len(new.outputs))]
+
     def result(self, src: Out, name: Optional[str] = None, output_name: Optional[str] = None) -> IRLayer:
         """A Result; `output_name` says which of the port's tensor names this output is (as ov.save_model
         writes it), needed when one port carries several names."""
@@ -274,6 +320,30 @@ class IRGraph:
         layer.inputs.append(Port(0, src.element_type, None if src.dims is None else list(src.dims)))
         self.edges.append(Edge(src.layer.id, src.port.id, layer.id, 0))
         return layer
+
+    def reinfer(self) -> None:
+        """After a rewrite rewired edges: every input port takes its producer's element type and dims, and a
+        layer whose inputs changed infers its outputs again (`shapes`), so both ends of every edge agree
+        downstream. Layers without a shape rule (TensorIterator...) keep their outputs."""
+        by_id, producers = self.by_id(), self.producers()
+        for layer in self.topological():
+            sources, changed = [], False
+            for p in layer.inputs:
+                src = by_id[producers[(layer.id, p.id)][0]]
+                index = next(i for i, q in enumerate(src.outputs) if q.id == producers[(layer.id, p.id)][1])
+                out = Out(src, index)
+                sources.append(out)
+                if (p.element_type, p.dims) != (out.element_type, out.dims):
+                    p.element_type, p.dims = out.element_type, None if out.dims is None else list(out.dims)
+                    changed = True
+            if not changed or layer.type in ("Result", "TensorIterator", "Loop", "If"):
+                continue
+            try:
+                inferred = shapes.infer(layer, sources)
+            except BadInput:  # no rule for this type
+                continue
+            for port, (et, dims) in zip(layer.outputs, inferred):
+                port.element_type, port.dims = et, None if dims is None else list(dims)
 
     # -- reading ------------------------------------------------------------------------------------------
     def by_id(self) -> dict[int, IRLayer]:
@@ -343,11 +413,11 @@ class IRGraph:
         return names
 
     def all_layers(self):
-        """Every layer, those of bodies included."""
+        """Every layer, those of bodies (and If branches) included."""
         for layer in self.layers:
             yield layer
-            if layer.body is not None:
-                yield from layer.body.all_layers()
+            for body in layer.bodies():
+                yield from body.all_layers()
 
     def release(self) -> None:
         """Hand every memory-mapped piece of Const data back (its pages leave the resident set)."""

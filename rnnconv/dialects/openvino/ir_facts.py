@@ -27,6 +27,13 @@ class Facts:
         self.shape_entries: dict[Key, list] = {}
         self.fill: dict[Key, tuple] = {}
         self.zeros: set[Key] = set()
+        self._consumed: Optional[set[Key]] = None
+
+    def consumed(self, key: Key) -> bool:
+        """Whether some layer (a Result included) reads output `key`."""
+        if self._consumed is None:
+            self._consumed = {(e.from_layer, e.from_port) for e in self.graph.edges}
+        return key in self._consumed
 
     def input_key(self, layer: ovir.IRLayer, i: int) -> Key:
         port = layer.inputs[i]

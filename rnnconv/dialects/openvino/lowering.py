@@ -68,10 +68,10 @@ def _act(b: IRGraph, a, x: Out, dt) -> Out:
     raise Unsupported(f"activation {name} has no OpenVINO lowering")
 
 
-def _cell_body(layer: Layer, d: int, I: int, dt, external: bool) -> tuple[IRGraph, dict]:
+def _cell_body(layer: Layer, d: int, I: int, dt, external: bool, fp16: bool) -> tuple[IRGraph, dict]:
     """One step of direction d: Parameters x_t [N,1,I], h [N,H], (c [N,H]), t [1], lens [N] (and, with
     `external`, one invariant Parameter per weight tensor and gate); Results h_next, (c_next), t_next (back edges)
-    and y_t [N,1,H] (concatenated)."""
+    and y_t [N,1,H] (concatenated). `fp16`: constant weights stored as f16 (IRGraph.weight)."""
     kind, H = layer.kind, layer.hidden_size
     cell = layer.cells[d]
     b = IRGraph("cell")
@@ -82,7 +82,8 @@ def _cell_body(layer: Layer, d: int, I: int, dt, external: bool) -> tuple[IRGrap
         # Constant weights are body Consts; computed ones enter as TensorIterator invariant inputs.
         if not external:
             v = np.asarray(getattr(cell, tensor)[g])
-            return b.const(Pieces([v], v.shape, dt) if v.nbytes >= ov_writer.VIEW_BYTES else np.asarray(v, dtype=dt))
+            return b.weight(Pieces([v], v.shape, dt) if v.nbytes >= ov_writer.VIEW_BYTES else np.asarray(v, dtype=dt),
+                            fp16)
         if (tensor, g) not in weight_params:
             dims = [H, I] if tensor == "W" else [H, H] if tensor == "R" else [H]
             p = b.parameter(f"{tensor}_{g}", _et(dt), dims)
@@ -115,7 +116,7 @@ def _cell_body(layer: Layer, d: int, I: int, dt, external: bool) -> tuple[IRGrap
         s = b.op("Add", b.op("MatMul", x, weight("W", g), transpose_a=False, transpose_b=True),
                  b.op("MatMul", h, weight("R", g), transpose_a=False, transpose_b=True))
         if not external:
-            return b.op("Add", s, const(cell.Wb[g] + cell.Rb[g]))
+            return b.op("Add", s, b.weight(np.asarray(cell.Wb[g] + cell.Rb[g], dtype=dt), fp16))
         return b.op("Add", b.op("Add", s, weight("Wb", g)), weight("Rb", g))
 
     acts = cell.activations
@@ -179,7 +180,7 @@ def _et(dt) -> str:
 
 
 def tensor_iterator(g: IRGraph, layer: Layer, d: int, x: Out, h0: Out, c0, lens: Out, dt,
-                    gate_weights: Optional[dict] = None) -> list[Out]:
+                    gate_weights: Optional[dict] = None, fp16: bool = False) -> list[Out]:
     """TensorIterator-1 over x [N,T,I] for direction d run forward: outputs Y [N,T,H], Ho [N,H] (, Co).
 
     `gate_weights`: {(tensor, gate): Out} for weights computed at run time (invariant inputs)."""
@@ -187,7 +188,7 @@ def tensor_iterator(g: IRGraph, layer: Layer, d: int, x: Out, h0: Out, c0, lens:
     I = x.dims[2]
     if I is None or I < 0:
         raise Unsupported(f"{layer.kind} node {layer.name!r}: the explicit recurrence needs a static input size")
-    body, ids = _cell_body(layer, d, I, dt, gate_weights is not None)
+    body, ids = _cell_body(layer, d, I, dt, gate_weights is not None, fp16)
     ti = IRLayer(len(g.layers), g._unique(f"{layer.name or layer.kind}/TensorIterator_{d}"), "TensorIterator",
                  "opset1")
     g.layers.append(ti)
@@ -219,7 +220,7 @@ def tensor_iterator(g: IRGraph, layer: Layer, d: int, x: Out, h0: Out, c0, lens:
     return [Out(ti, j) for j in range(len(outs))]
 
 
-def _gate_weights(g: IRGraph, layer: Layer, onnx_weights: dict, dt, i64) -> list[dict]:
+def _gate_weights(g: IRGraph, layer: Layer, onnx_weights: dict, dt, i64, fp16: bool) -> list[dict]:
     """Per direction {(tensor, gate): Out} sliced out of ONNX W [D,G*H,I], R, B [D,2*G*H], P [D,3H] with Split
     (ONNX gate order: LSTM i,o,f,c; GRU z,r,h; peepholes i,o,f)."""
     D, H = layer.num_directions, layer.hidden_size
@@ -238,7 +239,7 @@ def _gate_weights(g: IRGraph, layer: Layer, onnx_weights: dict, dt, i64) -> list
             if t is None:
                 if name == "B":
                     for key in names:
-                        out[d][key] = g.const(np.zeros((H,), dtype=dt))
+                        out[d][key] = g.weight(np.zeros((H,), dtype=dt), fp16)
                 continue
             pieces = g.add("Split", [per_direction(t)[d], i64(0)], {"num_splits": len(names)})
             for key, piece in zip(names, pieces):
@@ -247,12 +248,13 @@ def _gate_weights(g: IRGraph, layer: Layer, onnx_weights: dict, dt, i64) -> list
 
 
 def lowered_sequence(g: IRGraph, layer: Layer, x_ov: Out, h0: Out, c0, lens: Out, lens_given: bool, dt,
-                     i64, onnx_weights: Optional[dict] = None) -> list[Out]:
+                     i64, onnx_weights: Optional[dict] = None, fp16: bool = False) -> list[Out]:
     """The Sequence op's outputs Y [N,D,T,H], Ho [N,D,H] (, Co) computed by one TensorIterator per direction.
 
-    `onnx_weights`: the ONNX W/R/B/P ports when they are computed at run time (None: use the layer's arrays)."""
+    `onnx_weights`: the ONNX W/R/B/P ports when they are computed at run time (None: use the layer's arrays).
+    `fp16`: constant weights stored as f16, decompressed to f32 in the body (as everywhere with --fp16)."""
     D = layer.num_directions
-    gate_weights = _gate_weights(g, layer, onnx_weights, dt, i64) if onnx_weights is not None else [None] * D
+    gate_weights = _gate_weights(g, layer, onnx_weights, dt, i64, fp16) if onnx_weights is not None else [None] * D
     lens64 = g.op("Convert", lens, destination_type="i64") if lens.element_type != "i64" else lens
     one = i64([1])
 
@@ -267,7 +269,7 @@ def lowered_sequence(g: IRGraph, layer: Layer, x_ov: Out, h0: Out, c0, lens: Out
     reverse_flags = [layer.direction == "reverse"] if D == 1 else [False, True]
     for d, reverse in enumerate(reverse_flags):
         xd = g.op("ReverseSequence", x_ov, lens64, batch_axis=0, seq_axis=1) if reverse else x_ov
-        outs = tensor_iterator(g, layer, d, xd, hs[d], cs[d], lens64, dt, gate_weights[d])
+        outs = tensor_iterator(g, layer, d, xd, hs[d], cs[d], lens64, dt, gate_weights[d], fp16)
         y = outs[0]
         if reverse:
             y = g.op("ReverseSequence", y, lens64, batch_axis=0, seq_axis=1)

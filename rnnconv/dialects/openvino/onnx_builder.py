@@ -1,5 +1,6 @@
 """The ONNX graph the IR -> ONNX conversion builds: unique value and node names, initializers, and Transposes
-composed as they are added."""
+composed as they are added; `child()` builds a subgraph (If branch, Loop body) in the same name space, its
+constants kept as initializers of the main graph (a subgraph reads them from the outer scope)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ class Builder:
         self.node_names: set[str] = set()
         self._n = itertools.count()
 
+    def child(self) -> "Builder":
+        """A builder for a subgraph: its own nodes; names (unique across nested graphs, as ONNX's SSA rule asks)
+        and initializers shared with this one."""
+        sub = Builder.__new__(Builder)
+        sub.__dict__.update(self.__dict__)
+        sub.nodes = []
+        return sub
+
     def name(self, hint: str) -> str:
         hint = hint or "v"
         name = hint
@@ -40,7 +49,7 @@ class Builder:
         return name
 
     def const(self, array: np.ndarray, hint: str = "const") -> ir.Value:
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # a scalar stays rank 0 (ascontiguousarray makes it [1])
         name = self.name(hint)
         value = ir.Value(name=name, shape=ir.Shape(array.shape),
                          type=ir.TensorType(ir.DataType.from_numpy(array.dtype)), const_value=ir.tensor(array,

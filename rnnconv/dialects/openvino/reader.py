@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import mmap
 import os
 import stat
 import xml.parsers.expat
@@ -17,6 +18,7 @@ from typing import Optional
 
 import numpy as np
 
+from rnnconv.dialects.openvino import ops  # noqa: F401  (registers the type spellings canonical_type knows)
 from rnnconv.dialects.openvino.graph import (
     MAX_BODY_DEPTH,
     MAX_TENSOR_BYTES,
@@ -25,6 +27,7 @@ from rnnconv.dialects.openvino.graph import (
     IRGraph,
     IRLayer,
     Port,
+    canonical_type,
     find_port,
     numpy_dtype,
     split_names,
@@ -82,24 +85,29 @@ def parse_xml(data: bytes, where: str = "<xml>") -> _Element:
     try:
         parser.Parse(data, True)
     except xml.parsers.expat.ExpatError as err:
+        if data.strip() and not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+            raise BadInput(f"{where}: not XML, so not OpenVINO IR (an ONNX model? `rnnconv to-openvino` converts "
+                           f"ONNX to IR)") from err
         raise BadInput(f"{where}: not well-formed XML ({err})") from err
     if not root:
         raise BadInput(f"{where}: empty XML")
     return root[0]
 
 
-def read(xml_path, bin_path=None) -> IRGraph:
-    """Read IR version 10 or 11; Const data is copied out of the .bin after checking offsets. A missing .bin is
-    an error only when a Const needs bytes from it."""
+def read(xml_path, bin_path=None, *, mapped: bool = False) -> IRGraph:
+    """Read IR version 10 or 11; Const data is copied out of the .bin after checking offsets, or with `mapped`,
+    left there as read-only views of the memory-mapped file (a big IR costs no copy of its weights). A missing
+    .bin is an error only when a Const needs bytes from it."""
     xml_path = Path(xml_path)
     bin_path = Path(bin_path) if bin_path is not None else xml_path.with_suffix(".bin")
     data = _read_regular_file(xml_path)
-    weights = _read_regular_file(bin_path, missing_ok=True)
+    weights = _read_regular_file(bin_path, missing_ok=True, mapped=mapped)
     return parse(data, weights, where=str(xml_path), bin_where=str(bin_path))
 
 
-def _read_regular_file(path: Path, missing_ok: bool = False) -> Optional[bytearray]:
-    """The bytes of a regular file, at most as many as its size when opened (None when missing and allowed).
+def _read_regular_file(path: Path, missing_ok: bool = False, mapped: bool = False):
+    """The bytes of a regular file, at most as many as its size when opened (None when missing and allowed);
+    `mapped`: a read-only memory map of them.
 
     Opened non-blocking and checked with fstat on the open descriptor: a FIFO would block the open or the read
     forever, and a device such as /dev/zero never ends."""
@@ -120,6 +128,13 @@ def _read_regular_file(path: Path, missing_ok: bool = False) -> Optional[bytearr
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise BadInput(f"{path}: not a regular file")
+    if mapped and st.st_size:
+        try:
+            return mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
+        except OSError as err:
+            raise IOFailure(f"{path}: cannot read ({err.strerror or err})") from err
+        finally:
+            os.close(fd)
     buf, got = bytearray(st.st_size), 0
     try:
         with open(fd, "rb", buffering=0) as f, memoryview(buf) as view:
@@ -180,7 +195,7 @@ def _read_body(net: _Element, weights: _Weights, where: str, depth: int, ir_vers
         lid = _int(el.attrib.get("id"), where)
         data = el.find("data")
         attrs = dict(data.attrib) if data is not None else {}
-        layer = IRLayer(lid, el.attrib.get("name", f"layer_{lid}"), el.attrib.get("type", ""),
+        layer = IRLayer(lid, el.attrib.get("name", f"layer_{lid}"), canonical_type(el.attrib.get("type", "")),
                         el.attrib.get("version", "opset1"), attrs,
                         _read_ports(el.find("input"), where), _read_ports(el.find("output"), where))
         if layer.type == "Const":
@@ -193,11 +208,20 @@ def _read_body(net: _Element, weights: _Weights, where: str, depth: int, ir_vers
         be = el.find("back_edges")
         if be is not None:
             layer.back_edges = [dict(c.attrib) for c in be.findall("edge")]
-        body = el.find("body")
-        if body is not None:
+        for tag in ("body", "then_body", "else_body"):  # If-8 has two, with then_/else_port_map
+            body = el.find(tag)
+            if body is None:
+                continue
             if depth >= MAX_BODY_DEPTH:
                 raise BadInput(f"{where}: <body> elements nest deeper than {MAX_BODY_DEPTH} levels")
-            layer.body = _read_body(body, weights, where, depth + 1, ir_version)
+            inner = _read_body(body, weights, where, depth + 1, ir_version)
+            if tag == "body":
+                layer.body = inner
+            else:
+                branch = tag[: -len("_body")]
+                pm = el.find(f"{branch}_port_map")
+                layer.branches[branch] = (inner, [(c.tag, dict(c.attrib)) for c in pm.children] if pm is not None
+                                          else [])
         layer.element_attrs = {k: v for k, v in el.attrib.items() if k not in ("id", "name", "type", "version")}
         if layer.type == "Result" and "output_names" in layer.element_attrs \
                 and not split_names(layer.element_attrs["output_names"]):
@@ -245,6 +269,8 @@ def _const_data(layer: IRLayer, weights: _Weights, where: str) -> np.ndarray:
     if math.prod(d for d in shape if d) * dtype.itemsize > MAX_TENSOR_BYTES:
         raise BadInput(f"{label}: shape {list(shape)} of {et} is too large to hold")
     need = math.prod(shape) * dtype.itemsize
+    if need == 0:  # ov.save_model writes an empty constant with size 1
+        return np.zeros(shape, dtype=dtype)
     if size != need:
         raise BadInput(f"{label}: size {size} does not match shape {list(shape)} of {et} ({need} bytes)")
     if size == 0:
@@ -253,7 +279,8 @@ def _const_data(layer: IRLayer, weights: _Weights, where: str) -> np.ndarray:
         raise BadInput(f"{label}: needs bytes {offset}..{offset + size} of {weights.name}, which is missing")
     if offset + size > len(weights.data):
         raise BadInput(f"{label}: bytes {offset}..{offset + size} lie outside the .bin ({len(weights.data)} bytes)")
-    return np.frombuffer(weights.data, dtype=dtype, count=need // dtype.itemsize, offset=offset).reshape(shape).copy()
+    view = np.frombuffer(weights.data, dtype=dtype, count=need // dtype.itemsize, offset=offset).reshape(shape)
+    return view if isinstance(weights.data, mmap.mmap) else view.copy()  # a copy frees the file's bytes
 
 
 def bin_path_for(xml_path) -> Path:

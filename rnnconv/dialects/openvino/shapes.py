@@ -16,9 +16,13 @@ Dims = Optional[list[int]]
 
 UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Negative", "Abs", "Erf", "SoftMax", "Softmax",
          "LogSoftmax", "Clamp", "Elu", "HSigmoid", "SoftPlus", "Floor", "Ceiling", "Sign", "Sin", "Cos",
-         "ReverseSequence"}
-BINARY = {"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference"}
-COMPARE = {"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr"}
+         "ReverseSequence", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Mish",
+         "SoftSign", "HSwish", "Round", "Gelu", "Swish", "Selu", "MVN", "CumSum", "ScatterNDUpdate",
+         "BatchNormInference"}
+BINARY = {"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference", "Mod",
+          "FloorMod"}
+COMPARE = {"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr",
+           "LogicalXor"}
 REDUCE = {"ReduceMean", "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin"}
 
 
@@ -50,6 +54,54 @@ def _axis(a: int, rank: int) -> int:
 def _flag(attrs: dict, key: str, default=False) -> bool:
     v = attrs.get(key)
     return default if v is None else str(v).lower() in ("true", "1")
+
+
+def _csv(text) -> list[int]:
+    return [int(v) for v in str(text or "").replace(" ", "").split(",") if v]
+
+
+def _window(a: dict, x: Dims, kernel: list[int], *, transposed: bool = False, rounding: str = "floor") -> Dims:
+    """Output dims of a convolution / pooling / transposed convolution (the Convolution-1, MaxPool-8, AvgPool-1
+    and ConvolutionBackpropData-1 pages): [N, ?, spatial...] with channel left to the caller."""
+    if x is None:
+        return None
+    n = len(kernel)
+    strides, dil = _csv(a.get("strides")) or [1] * n, _csv(a.get("dilations")) or [1] * n
+    pb, pe = _csv(a.get("pads_begin")) or [0] * n, _csv(a.get("pads_end")) or [0] * n
+    auto = str(a.get("auto_pad", "explicit")).lower()
+    if auto == "valid" or (transposed and auto.startswith("same")):
+        pb, pe = [0] * n, [0] * n  # ConvolutionBackpropData pads nothing for same_* without output_shape
+    out_pad = _csv(a.get("output_padding")) or [0] * n
+    dims = [x[0], -1]
+    for i in range(n):
+        size, dk = x[2 + i], (kernel[i] - 1) * dil[i] + 1
+        if size < 0:
+            dims.append(-1)
+        elif transposed:
+            dims.append(strides[i] * (size - 1) + dk - pb[i] - pe[i] + out_pad[i])
+        elif auto.startswith("same"):
+            dims.append(-(-size // strides[i]))
+        else:
+            span = size + pb[i] + pe[i] - dk
+            out = (-(-span // strides[i]) if rounding.startswith("ceil") else span // strides[i]) + 1
+            if rounding == "ceil_torch" and (out - 1) * strides[i] >= size + pb[i]:
+                out -= 1
+            dims.append(out)
+    return dims
+
+
+def _einsum_dims(equation: str, dims: list[Dims]) -> Dims:
+    """Output dims of an Einsum-7 equation with an explicit "->" (letters only; "..." gives a dynamic rank)."""
+    eq = equation.replace(" ", "")
+    if "->" not in eq or "." in eq or any(x is None for x in dims):
+        return None
+    lhs, out = eq.split("->")
+    size = {}
+    for term, x in zip(lhs.split(","), dims):
+        for letter, v in zip(term, x):
+            if v >= 0 or letter not in size:
+                size[letter] = v
+    return [size.get(letter, -1) for letter in out]
 
 
 def infer(layer, inputs) -> list[tuple[str, Dims]]:
@@ -214,6 +266,60 @@ def infer(layer, inputs) -> list[tuple[str, Dims]]:
         axes = {_axis(int(v), len(d[0])) for v in c[1].reshape(-1)}
         keep = _flag(a, "keep_dims")
         return [(et0, [1 if i in axes else x for i, x in enumerate(d[0]) if keep or i not in axes])]
+    if t in ("Convolution", "GroupConvolution", "ConvolutionBackpropData", "GroupConvolutionBackpropData"):
+        w = d[1]
+        grouped = t.startswith("Group")
+        kernel = w[3:] if grouped else w[2:]
+        out = _window(a, d[0], kernel, transposed=t.endswith("BackpropData"))
+        if out is not None:
+            if t == "Convolution":
+                out[1] = w[0]
+            elif t == "GroupConvolution":
+                out[1] = w[0] * w[1]
+            elif t == "ConvolutionBackpropData":
+                out[1] = w[1]
+            else:
+                out[1] = w[0] * w[2]
+        return [(et0, out)]
+    if t in ("MaxPool", "AvgPool"):
+        out = _window(a, d[0], _csv(a["kernel"]), rounding=str(a.get("rounding_type", "floor")).lower())
+        if out is not None:
+            out[1] = d[0][1]
+        outs = [(et0, out)]
+        if t == "MaxPool" and layer.version != "opset1":
+            outs.append((a.get("index_element_type", "i64"), out))
+        return outs
+    if t == "Pad":
+        if d[0] is None or c[1] is None or c[2] is None:
+            return [(et0, None if d[0] is None else [-1] * len(d[0]))]
+        return [(et0, [x + int(p) + int(q) if x >= 0 else -1 for x, p, q in zip(d[0], c[1].reshape(-1),
+                                                                                 c[2].reshape(-1))])]
+    if t == "NonZero":
+        return [(a.get("output_type", "i64"), [len(d[0]) if d[0] is not None else -1, -1])]
+    if t == "Einsum":
+        return [(et0, _einsum_dims(a["equation"], d))]
+    if t == "Interpolate":
+        if d[0] is None:
+            return [(et0, None)]
+        out = list(d[0])
+        axes = [int(v) for v in c[2].reshape(-1)] if len(inputs) > 2 and c[2] is not None else list(range(len(out)))
+        values = c[1]
+        for j, ax in enumerate(axes):
+            if values is None:
+                out[ax] = -1
+            elif a.get("shape_calculation_mode") == "sizes":
+                out[ax] = int(values.reshape(-1)[j])
+            elif out[ax] >= 0:
+                out[ax] = int(np.floor(out[ax] * float(values.reshape(-1)[j]) + 1e-5))
+        return [(et0, out)]
+    if t == "STFT":
+        if d[0] is None or c[2] is None or c[3] is None:
+            return [(et0, None if d[0] is None else [-1] * (len(d[0]) + 2))]
+        frame, step = int(c[2].reshape(-1)[0]), int(c[3].reshape(-1)[0])
+        length = d[0][-1]
+        frames = (length - frame) // step + 1 if length >= 0 else -1
+        tail = [frame // 2 + 1, frames] if _flag(a, "transpose_frames") else [frames, frame // 2 + 1]
+        return [(et0, d[0][:-1] + tail + [2])]
     if t in ("LSTMSequence", "GRUSequence", "RNNSequence"):
         x, w = d[0], d[4 if t == "LSTMSequence" else 3]
         n, tt = (x[0], x[1]) if x else (-1, -1)

@@ -11,13 +11,20 @@ TensorIterator-1 (docs.openvino.ai, Operation Specifications; ../shared/spec/) a
 2. Inputs OpenVINO synthesized: an initial state that is provably zero becomes absent, and sequence_lengths that
    provably equal T for every batch entry (a constant, or Broadcast of Gather(ShapeOf(X), 1)) becomes absent;
    anything else is kept.
-3. TensorIterator whose body is exactly one LSTMCell / GRUCell / RNNCell step: the ONNX sequence op.
-4. Every other layer through the reverse half of the shared op table (`ops.REVERSE`, keyed by IR type); constant
-   sub-graphs (fp16 weights with their decompression Convert, shape arithmetic on static shapes) are folded.
+3. TensorIterator whose body is exactly one LSTMCell / GRUCell / RNNCell step: the ONNX sequence op; a cell
+   elsewhere (in any body): the ONNX sequence op over one step. Sizes come from the weights.
+4. If / Loop / other TensorIterators: ONNX If and Loop (`control_flow`), each body converted by a sub-converter
+   into a subgraph of the same name space (recurrent layers inside are mapped as above).
+5. Every other layer through the reverse half of the shared op table (`ops.REVERSE`, keyed by IR type, one
+   spelling: the reader canonicalizes); constant sub-graphs (fp16 weights with their decompression Convert, shape
+   arithmetic on static shapes) are folded. Scalars stay rank 0.
+
+Each recurrent layer mapped is kept (`Rewritten`) with what a node check needs to cut it out (`extract`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import numpy as np
@@ -27,9 +34,10 @@ from rnnconv import schemas
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino import gates as ov_gates
 from rnnconv.dialects.openvino import graph as ovir
-from rnnconv.dialects.openvino import ops
+from rnnconv.dialects.openvino import control_flow, ops
+from rnnconv.dialects.openvino.extract import layer_alone
 from rnnconv.dialects.openvino.fold import fold
-from rnnconv.dialects.openvino.gates import SEQUENCES
+from rnnconv.dialects.openvino.gates import CELLS, SEQUENCES
 from rnnconv.dialects.openvino.ir_facts import Facts, flag
 from rnnconv.dialects.openvino.onnx_builder import Builder
 from rnnconv.dialects.openvino.ops import Key
@@ -41,21 +49,64 @@ from rnnconv.layer import Cell, Layer
 MIN_OPSET = 7
 
 
-class Converter:
-    """One IR graph to one ONNX model: each layer folded, mapped as a recurrent op, or through `ops.REVERSE`."""
+@dataclasses.dataclass
+class Rewritten:
+    """A recurrent layer the conversion mapped, with what a node check needs to cut it out of its graph."""
 
-    def __init__(self, graph: ovir.IRGraph, opset: int, layout: int):
+    path: str  # the layer's name, prefixed by the If / Loop layers and branches it lies in
+    layer: ovir.IRLayer
+    facts: Facts  # of the graph it lies in
+    ins: list[Key]
+    x_index: int = 0  # which input is X, and its batch axis (a TensorIterator's X may be time-major)
+    batch_axis: int = 0
+
+    def alone(self) -> ovir.IRGraph:
+        """The layer as an IR graph of its own (`extract.layer_alone`)."""
+        return layer_alone(self.layer, self.facts, self.ins, self.x_index, self.batch_axis)
+
+
+class Converter:
+    """One IR graph to one ONNX model: each layer folded, mapped as a recurrent op, as control flow
+    (`control_flow`), or through `ops.REVERSE`. A body (If branch, Loop / TensorIterator body) is converted by a
+    sub-converter (`sub`) into a subgraph of the same name space."""
+
+    def __init__(self, graph: ovir.IRGraph, opset: int, layout: int, *, parent: Optional["Converter"] = None,
+                 builder: Optional[Builder] = None, path: str = ""):
         self.g = graph
         self.facts = Facts(graph)
         self.layout = layout
-        self.output_names = graph.output_names()
-        names = set(self.output_names)
-        for p in graph.parameters():
-            names.add(ovir.parameter_name(p))
-        self.b = Builder(opset, names)
+        self.path = path
         self.values: dict[Key, ir.Value] = {}
-        self.rewrites: list[dict] = []
         self.roles: dict[tuple, str] = {}  # (parameter key, axis) -> "N" / "T"
+        if parent is None:
+            self.output_names = graph.output_names()
+            names = set(self.output_names)
+            for p in graph.parameters():
+                names.add(ovir.parameter_name(p))
+            self.b = Builder(opset, names)
+            self.rewrites: list[dict] = []
+            self.recurrent: list[Rewritten] = []
+        else:
+            self.b = builder
+            self.rewrites, self.recurrent = parent.rewrites, parent.recurrent
+
+    def sub(self, graph: ovir.IRGraph, feeds: dict, builder: Builder, path: str) -> "Converter":
+        """`graph` (a body) converted into `builder`'s nodes; `feeds`: body Parameter id -> (ONNX value, or None
+        and its constant value)."""
+        conv = Converter(graph, self.b.opset, self.layout, parent=self, builder=builder, path=path)
+        conv.convert(feeds)
+        return conv
+
+    def result_value(self, result_id: int) -> ir.Value:
+        """The ONNX value of a body Result (by layer id)."""
+        res = self.facts.layers.get(result_id)
+        if res is None or res.type != "Result":
+            raise BadInput(f"IR body: port_map names layer {result_id}, which is not a Result")
+        return self.value(self.facts.input_key(res, 0))
+
+    def result_const(self, result_id: int) -> Optional[np.ndarray]:
+        res = self.facts.layers[result_id]
+        return self.facts.consts.get(self.facts.input_key(res, 0))
 
     # values
     def value(self, key: Key) -> ir.Value:
@@ -76,25 +127,7 @@ class Converter:
         if problems:
             raise Unsupported("cannot convert the IR to ONNX: " + "; ".join(problems) + ". What would work: "
                               "convert those layers in the source framework, or keep this part in OpenVINO")
-        for layer in self.g.topological():
-            ins = [self.facts.input_key(layer, i) for i in range(len(layer.inputs))]
-            if layer.type == "Parameter":
-                self._parameter(layer)
-            elif layer.type == "Const":
-                self.facts.consts[(layer.id, layer.outputs[0].id)] = layer.value
-            elif layer.type == "Result":
-                continue
-            elif self._fold(layer, ins):
-                continue
-            elif layer.type in SEQUENCES:
-                self._sequence(layer, ins)
-            elif layer.type == "TensorIterator":
-                self._tensor_iterator(layer, ins)
-            else:
-                self.facts.learn(layer, ins)
-                outs = ops.REVERSE[layer.type](ops.LayerContext(self.b, layer, ins, self.value, self.facts))
-                for port, v in zip(layer.outputs, outs):
-                    self.values[(layer.id, port.id)] = v
+        self.convert()
         outputs = self._outputs()
         # Graph inputs in the IR's Parameter order (OpenVINO's model.inputs), not the order they were reached.
         inputs = [self.values[(p.id, p.outputs[0].id)] for p in self.g.parameters()]
@@ -104,6 +137,47 @@ class Converter:
                          opset_imports={"": self.b.opset}, name=self.g.name or "model")
         _eliminate_dead(graph)
         return ir.Model(graph, ir_version=max(8, schemas.min_ir_version(self.b.opset)), producer_name="rnnconv")
+
+    def convert(self, feeds: Optional[dict] = None) -> None:
+        """Map every layer; `feeds` feeds a body's Parameters (None: the main graph's become graph inputs)."""
+        for layer in self.g.topological():
+            ins = [self.facts.input_key(layer, i) for i in range(len(layer.inputs))]
+            if layer.type == "Parameter":
+                if feeds is None:
+                    self._parameter(layer)
+                else:
+                    self._fed(layer, feeds)
+            elif layer.type == "Const":
+                self.facts.consts[(layer.id, layer.outputs[0].id)] = layer.value
+            elif layer.type == "Result":
+                continue
+            elif self._fold(layer, ins):
+                continue
+            elif layer.type in SEQUENCES:
+                self._sequence(layer, ins)
+            elif layer.type in CELLS:
+                self._cell(layer, ins)
+            elif layer.type == "TensorIterator":
+                self._tensor_iterator(layer, ins)
+            elif layer.type == "Loop":
+                control_flow.loop(self, layer, ins)
+            elif layer.type == "If":
+                control_flow.if_(self, layer, ins)
+            else:
+                self.facts.learn(layer, ins)
+                outs = ops.REVERSE[layer.type](ops.LayerContext(self.b, layer, ins, self.value, self.facts))
+                for port, v in zip(layer.outputs, outs):
+                    self.values[(layer.id, port.id)] = v
+
+    def _fed(self, layer: ovir.IRLayer, feeds: dict) -> None:
+        if layer.id not in feeds:
+            raise BadInput(f"IR body Parameter {layer.name!r} is fed by no port_map input")
+        value, const = feeds[layer.id]
+        key = (layer.id, layer.outputs[0].id)
+        if value is None:
+            self.facts.consts[key] = const
+        else:
+            self.values[key] = value
 
     def _parameter(self, layer: ovir.IRLayer) -> ir.Value:
         dims = parameter_dims(layer)
@@ -130,7 +204,7 @@ class Converter:
 
     def _fold(self, layer: ovir.IRLayer, ins: list[Key]) -> bool:
         """Compute a layer whose inputs are all constant (fp16 decompression, static shape arithmetic)."""
-        if layer.type in SEQUENCES or layer.type == "TensorIterator" or layer.body is not None:
+        if layer.type in SEQUENCES or layer.bodies():
             return False
         if layer.type == "ShapeOf":
             dims = self.facts.dims(ins[0])
@@ -220,9 +294,48 @@ class Converter:
             self.values[(layer.id, port.id)] = v
         dropped = [n for n, s, k in (("initial_h", states[0], h0), ("initial_c", states[1], c0))
                    if k is not None and s is None] + (["sequence_lengths"] if full else [])
-        self.rewrites.append({"node": layer.name, "op": layer.type,
-                              "what": f"{layer.type}-5 -> ONNX {kind} (layout {self.layout})"
-                                      + (f"; synthesized {', '.join(dropped)} -> absent" if dropped else "")})
+        self._rewritten(layer, ins, f"{layer.type}-5 -> ONNX {kind} (layout {self.layout})"
+                        + (f"; synthesized {', '.join(dropped)} -> absent" if dropped else ""))
+
+    def _rewritten(self, layer: ovir.IRLayer, ins: list[Key], what: str, x_index: int = 0,
+                   batch_axis: int = 0) -> None:
+        self.rewrites.append({"node": self.path + layer.name, "op": layer.type, "what": what})
+        self.recurrent.append(Rewritten(self.path + layer.name, layer, self.facts, ins, x_index, batch_axis))
+
+    def _cell(self, layer: ovir.IRLayer, ins: list[Key]) -> None:
+        """LSTMCell-1/4, GRUCell-3, RNNCell-0 (one step: X [N,I], states [N,H]) -> an ONNX LSTM / GRU / RNN over a
+        sequence of length 1, X and the states given a time or direction axis and the new states taken off it."""
+        kind = CELLS[layer.type]
+        label = f"IR layer {layer.name!r} ({layer.type})"
+        n_state = 2 if kind == "LSTM" else 1
+        if kind == "LSTM" and len(ins) == 7:  # LSTMCell-1 peepholes: only zeros are what ONNX without P means
+            p = self.facts.consts.get(ins[6])
+            if p is None or np.any(p):
+                raise Unsupported(f"{label}: nonzero or computed peepholes (P); rnnconv maps LSTMCell without "
+                                  "peepholes")
+            ins = ins[:6]
+        if len(ins) != 1 + n_state + 3:
+            raise BadInput(f"{label}: expected {1 + n_state + 3} inputs, got {len(ins)}")
+        if flag(layer.attrs, "input_forget"):
+            raise Unsupported(f"{label}: input_forget=true; rnnconv maps LSTMCell without coupled gates")
+        arrays = [self.facts.consts.get(k) for k in ins[-3:]]
+        if any(a is None for a in arrays):
+            raise Unsupported(f"{label}: W, R or B computed at run time; rnnconv maps cells with constant weights")
+        b = self.b
+        for k in ins[:1 + n_state]:
+            self._mark(k, 0, "N")
+        axis = 1 if self.layout == 1 else 0  # the time axis of X; the direction axis of the states
+        x = b.axes_op("Unsqueeze", self.value(ins[0]), [axis])
+        states = [None if self.facts.is_zero(k) else b.axes_op("Unsqueeze", self.value(k), [axis])
+                  for k in ins[1:1 + n_state]]
+        if kind != "LSTM":
+            states.append(None)
+        attrs = dict(layer.attrs, direction="forward")
+        W, R, B = (np.asarray(a)[None] for a in arrays)
+        outs = self.emit_recurrent(kind, attrs, W, R, B, x, states, None, layer.name, onnx_form=True)
+        for port, o in zip(layer.outputs, outs[1:]):
+            self.values[(layer.id, port.id)] = b.axes_op("Squeeze", o, [axis])
+        self._rewritten(layer, ins, f"{layer.type} -> ONNX {kind} over one step (layout {self.layout})")
 
     def emit_recurrent(self, kind: str, attrs: dict, W, R, B, x_ov: ir.Value, states: list,
                        lens: Optional[ir.Value], name: str, *, onnx_form: bool = False) -> list[ir.Value]:
@@ -339,7 +452,13 @@ class Converter:
         return reorder(w), reorder(r), B
 
     def _tensor_iterator(self, layer: ovir.IRLayer, ins: list[Key]) -> None:
-        step = one_cell_step(layer, self.facts, ins)
+        """A TensorIterator over one LSTMCell / GRUCell / RNNCell step: one ONNX LSTM / GRU / RNN; any other body:
+        an ONNX Loop (`control_flow.loop`)."""
+        try:
+            step = one_cell_step(layer, self.facts, ins)
+        except Unsupported:
+            control_flow.loop(self, layer, ins)
+            return
         b = self.b
         kind, b_axis = step.kind, step.time_axis
         x_ext = self.value(ins[step.x_port])
@@ -370,18 +489,28 @@ class Converter:
             else:
                 v = b.axes_op("Squeeze", outs[1 if role == "Ho" else 2], [d_axis])
             self.values[(layer.id, port)] = v
-        self.rewrites.append({"node": layer.name, "op": "TensorIterator",
-                              "what": f"TensorIterator over one {step.cell.type} step -> ONNX {kind} "
-                                      f"({attrs['direction']}, layout {self.layout})"})
+        self._rewritten(layer, ins, f"TensorIterator over one {step.cell.type} step -> ONNX {kind} "
+                                    f"({attrs['direction']}, layout {self.layout})", step.x_port, rest[0])
 
 
 def _eliminate_dead(graph: ir.Graph) -> None:
-    """Remove nodes no graph output depends on, then initializers nothing reads."""
+    """Remove nodes no graph output depends on, then initializers nothing reads (subgraphs read outer values by
+    name: every value a subgraph's nodes read counts)."""
     live = {id(v) for v in graph.outputs}
     for node in reversed(list(graph)):
         if any(id(o) in live for o in node.outputs):
-            live.update(id(i) for i in node.inputs if i is not None)
+            live.update(id(i) for i in _reads(node) if i is not None)
         else:
             graph.remove(node, safe=False)
     for name in [n for n, v in graph.initializers.items() if id(v) not in live]:
         graph.initializers.pop(name)
+
+
+def _reads(node: ir.Node):
+    """The values a node reads: its inputs and, for If / Loop, whatever the nodes of its subgraphs read."""
+    yield from node.inputs
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            yield from attr.value.outputs
+            for inner in attr.value.all_nodes():
+                yield from _reads(inner)

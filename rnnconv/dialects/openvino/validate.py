@@ -1,5 +1,6 @@
 """IR the conversion to ONNX refuses up front: layers that contradict each other, inputs too large to feed,
-layer types with no ONNX mapping."""
+layer types with no ONNX mapping; and the stricter agreement of both ends of every edge that the IR rnnconv writes
+keeps (`edge_mismatches`)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import numpy as np
 
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import ops
-from rnnconv.dialects.openvino.gates import SEQUENCES
+from rnnconv.dialects.openvino.gates import CELLS, SEQUENCES
 from rnnconv.errors import BadInput, human_size
 
 PARAMETER_LIMIT = 1 << 34  # elements: a declared input larger than this is refused before anything is allocated
-STRUCTURAL = {"Parameter", "Const", "Result", "TensorIterator", *SEQUENCES}  # mapped by the converter, not the op table
+# Mapped by the converter itself, not the op table.
+STRUCTURAL = {"Parameter", "Const", "Result", "TensorIterator", "Loop", "If", *SEQUENCES, *CELLS}
 
 
 def validate(graph: ovir.IRGraph, where: str = "IR") -> None:
@@ -48,16 +50,36 @@ def validate(graph: ovir.IRGraph, where: str = "IR") -> None:
             if n != 1:
                 raise BadInput(f"{where}: input port {p.id} of layer {layer.name!r} ({layer.type}) is fed by {n} "
                                "edges, expected 1")
-        if layer.body is not None:
-            validate(layer.body, f"{where}: body of {layer.name!r}")
-    for e in graph.edges:
-        src, dst = by_id[e.from_layer], by_id[e.to_layer]
-        a, b = ovir.find_port(src.outputs, e.from_port), ovir.find_port(dst.inputs, e.to_port)
+        for body in layer.bodies():
+            validate(body, f"{where}: body of {layer.name!r}")
+    for e, src, a, dst, b in _edge_ends(graph):
         if src.type in ("Parameter", "Const") and not a.dims:
             continue  # dims left out of the port (rank from the shape attribute or the data)
         if len(a.dims) != len(b.dims) or any(x >= 0 and y >= 0 and x != y for x, y in zip(a.dims, b.dims)):
             raise BadInput(f"{where}: edge {src.name!r}:{e.from_port} -> {dst.name!r}:{e.to_port} joins shapes "
                            f"{a.dims} and {b.dims}")
+
+
+def _edge_ends(graph: ovir.IRGraph):
+    """(edge, source layer, its output port, target layer, its input port) for each edge of the graph."""
+    by_id = graph.by_id()
+    for e in graph.edges:
+        src, dst = by_id[e.from_layer], by_id[e.to_layer]
+        yield e, src, ovir.find_port(src.outputs, e.from_port), dst, ovir.find_port(dst.inputs, e.to_port)
+
+
+def edge_mismatches(graph: ovir.IRGraph, where: str = "IR") -> list[str]:
+    """Every edge, bodies included, whose two ends declare different element types or dims (-1 against a static
+    dim too): what OpenVINO's IR reader may refuse, and what neither rnnconv's writer nor ov.save_model writes."""
+    found = []
+    for e, src, a, dst, b in _edge_ends(graph):
+        if a.element_type != b.element_type or a.dims != b.dims:
+            found.append(f"{where}: edge {src.name!r}:{e.from_port} -> {dst.name!r}:{e.to_port} joins "
+                         f"{a.element_type}{a.dims} and {b.element_type}{b.dims}")
+    for layer in graph.layers:
+        for body in layer.bodies():
+            found += edge_mismatches(body, f"{where}: body of {layer.name!r}")
+    return found
 
 
 def parameter_dims(layer: ovir.IRLayer) -> Optional[list[int]]:
@@ -83,9 +105,9 @@ def parameter_dims(layer: ovir.IRLayer) -> Optional[list[int]]:
 
 
 def unsupported_layers(graph: ovir.IRGraph) -> list[str]:
-    """Every layer type (top level) neither the recurrent mapping nor the reverse op table handles."""
+    """Every layer type (bodies included) neither the converter nor the reverse op table handles."""
     bad: dict[str, list[str]] = {}
-    for layer in graph.layers:
+    for layer in graph.all_layers():
         if layer.type not in STRUCTURAL and layer.type not in ops.REVERSE:
             bad.setdefault(f"{layer.type}-{layer.version}", []).append(layer.name)
     return [f"layer type {t} has no ONNX mapping (layers {', '.join(repr(n) for n in names[:3])}"

@@ -1,5 +1,5 @@
-"""Element-wise ops, both ways: arithmetic, comparison, logic, activations, Clip / Clamp, Where / Select,
-Cast / Convert, Identity."""
+"""Element-wise ops, both ways: arithmetic, comparison, logic, trigonometry, activations (Gelu, Swish, HSwish,
+Elu, Selu, Mish...), Round, Mod, Clip / Clamp, Where / Select, Cast / Convert, Identity."""
 
 from __future__ import annotations
 
@@ -13,20 +13,29 @@ from rnnconv.errors import Unsupported
 # ONNX op -> OpenVINO operation (opset1), read in both directions.
 BINARY = {"Add": "Add", "Sub": "Subtract", "Mul": "Multiply", "Pow": "Power", "Equal": "Equal", "Less": "Less",
           "Greater": "Greater", "LessOrEqual": "LessEqual", "GreaterOrEqual": "GreaterEqual", "And": "LogicalAnd",
-          "Or": "LogicalOr"}
+          "Or": "LogicalOr", "Xor": "LogicalXor"}
 UNARY = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt",
-         "Neg": "Negative", "Abs": "Abs", "Erf": "Erf", "Not": "LogicalNot", "Floor": "Floor", "Ceil": "Ceiling"}
+         "Neg": "Negative", "Abs": "Abs", "Erf": "Erf", "Not": "LogicalNot", "Floor": "Floor", "Ceil": "Ceiling",
+         "Sin": "Sin", "Cos": "Cos", "Tan": "Tan", "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Sinh": "Sinh",
+         "Cosh": "Cosh", "Asinh": "Asinh", "Acosh": "Acosh", "Atanh": "Atanh", "Sign": "Sign", "Mish": "Mish",
+         "Softsign": "SoftSign", "HardSwish": "HSwish"}
+# The OpenVINO version of each operation above when not 1; the ONNX opset each ONNX op is new in, past opset 7.
+_OV_VERSION = {"Mish": "opset4", "SoftSign": "opset9", "HSwish": "opset4", "Asinh": "opset4", "Acosh": "opset4",
+               "Atanh": "opset4"}
+_SINCE = {"Erf": 9, "Sinh": 9, "Cosh": 9, "Asinh": 9, "Acosh": 9, "Atanh": 9, "Sign": 9, "HardSwish": 14, "Mish": 18}
 # OpenVINO operation -> (ONNX op, inputs) for `_from_elementwise`.
 _TO_ONNX = {**{ov: (onnx, 2) for onnx, ov in BINARY.items()}, **{ov: (onnx, 1) for onnx, ov in UNARY.items()}}
 
 
 def _elementwise(onnx_op: str, ov_op: str, arity: int):
-    def fn(ctx, node):
-        return [ctx.g.op(ov_op, *[ctx.inp(node, i) for i in range(arity)], name=node.name or None)]
+    version = _OV_VERSION.get(ov_op, "opset1")
 
-    fn.__doc__ = (f"ONNX {onnx_op} (onnx.ai/onnx/operators/onnx__{onnx_op}.html) -> OpenVINO {ov_op}-1 "
-                  f"(docs.openvino.ai, {ov_op}-1); numpy broadcasting on both sides.")
-    mapping(onnx_op, f"{ov_op}-opset1", reversible=True)(fn)
+    def fn(ctx, node):
+        return [ctx.g.op(ov_op, *[ctx.inp(node, i) for i in range(arity)], version=version, name=node.name or None)]
+
+    fn.__doc__ = (f"ONNX {onnx_op} (onnx.ai/onnx/operators/onnx__{onnx_op}.html) -> OpenVINO {ov_op}-"
+                  f"{version[5:]} (docs.openvino.ai, {ov_op}-{version[5:]}); numpy broadcasting on both sides.")
+    mapping(onnx_op, f"{ov_op}-{version}", reversible=True)(fn)
 
 
 for _onnx, _ov in BINARY.items():
@@ -37,12 +46,166 @@ for _onnx, _ov in UNARY.items():
 
 @reverse(*BINARY.values(), *UNARY.values())
 def _from_elementwise(ctx):
-    """OpenVINO Add-1, Subtract-1, ..., Relu-1, Tanh-1, ... (auto_broadcast numpy) -> ONNX Add, Sub, ..., Relu,
-    Tanh, ... (onnx__Add: numpy broadcasting; the same element-wise functions)."""
+    """OpenVINO Add-1, Subtract-1, ..., Relu-1, Tanh-1, Sin-1, ..., HSwish-4, Mish-4, SoftSign-9 (auto_broadcast
+    numpy) -> ONNX Add, Sub, ..., Relu, Tanh, Sin, ..., HardSwish, Mish, Softsign (onnx__Add: numpy broadcasting;
+    the same element-wise functions: HardSwish's x * max(0, min(1, x/6 + 1/2)) is HSwish's x * min(max(x + 3, 0),
+    6) / 6)."""
     onnx_op, arity = _TO_ONNX[ctx.layer.type]
+    since = _SINCE.get(onnx_op, 0)
+    if ctx.opset < since:
+        raise ctx.unsupported(f"ONNX {onnx_op} is new in opset {since}", opset=since)
     if arity == 2:
         ctx.broadcast_numpy()
     return [ctx.b.op1(onnx_op, *[ctx.v(i) for i in range(arity)], hint=ctx.hint)]
+
+
+@reverse("NotEqual")
+def _from_not_equal(ctx):
+    """OpenVINO NotEqual-1 (numpy broadcast) -> ONNX Not(Equal) (onnx__Equal, onnx__Not: ONNX has no NotEqual)."""
+    ctx.broadcast_numpy()
+    return [ctx.b.op1("Not", ctx.b.op1("Equal", ctx.v(0), ctx.v(1)), hint=ctx.hint)]
+
+
+@reverse("SquaredDifference")
+def _from_squared_difference(ctx):
+    """OpenVINO SquaredDifference-1 ((a - b)^2, numpy broadcast) -> ONNX Sub then Mul (onnx__Sub, onnx__Mul)."""
+    ctx.broadcast_numpy()
+    d = ctx.b.op1("Sub", ctx.v(0), ctx.v(1))
+    return [ctx.b.op1("Mul", d, d, hint=ctx.hint)]
+
+
+@mapping("Mod", "Mod-opset1", "FloorMod-opset1", reversible=True)
+def mod(ctx, node):
+    """ONNX Mod (onnx__Mod: fmod=1 takes the dividend's sign, as C fmod; fmod=0, integers only, the divisor's)
+    -> OpenVINO Mod-1 (the dividend's sign) / FloorMod-1 (the divisor's)."""
+    ov_op = "Mod" if attr(node, "fmod", 0) else "FloorMod"
+    return [ctx.g.op(ov_op, ctx.inp(node, 0), ctx.inp(node, 1), name=node.name or None)]
+
+
+@reverse("Mod", "FloorMod")
+def _from_mod(ctx):
+    """OpenVINO Mod-1 (truncated: the result takes the dividend's sign) -> ONNX Mod fmod=1; FloorMod-1 (floored:
+    the divisor's sign) -> ONNX Mod fmod=0 for integers (onnx__Mod; opset 10), for floats x - Floor(x / y) * y
+    (ONNX Mod takes floats only with fmod=1)."""
+    if ctx.opset < 10:
+        raise ctx.unsupported("ONNX Mod is new in opset 10", opset=10)
+    ctx.broadcast_numpy()
+    if ctx.layer.type == "Mod":
+        return [ctx.b.op1("Mod", ctx.v(0), ctx.v(1), fmod=1, hint=ctx.hint)]
+    if ctx.np_type(0).kind in "iu":
+        return [ctx.b.op1("Mod", ctx.v(0), ctx.v(1), fmod=0, hint=ctx.hint)]
+    b = ctx.b
+    q = b.op1("Floor", b.op1("Div", ctx.v(0), ctx.v(1)))
+    return [b.op1("Sub", ctx.v(0), b.op1("Mul", q, ctx.v(1)), hint=ctx.hint)]
+
+
+@mapping("Round", "Round-opset5", reversible=True)
+def round_(ctx, node):
+    """ONNX Round (onnx__Round, opset 11: halves to even) -> OpenVINO Round-5 mode=half_to_even."""
+    return [ctx.g.op("Round", ctx.inp(node, 0), mode="half_to_even", version="opset5", name=node.name or None)]
+
+
+@reverse("Round")
+def _from_round(ctx):
+    """OpenVINO Round-5 (mode half_to_even / half_away_from_zero) -> ONNX Round (onnx__Round, opset 11: halves to
+    even), or Sign(x) * Floor(|x| + 0.5) (onnx__Sign, onnx__Floor) for half_away_from_zero, exact in floating
+    point for |x| < 2^52; integers are returned as they are."""
+    if ctx.np_type(0).kind in "iub":
+        return [ctx.b.op1("Identity", ctx.v(0), hint=ctx.hint)]
+    mode = ctx.attr("mode", "half_to_even").lower()
+    if mode == "half_to_even":
+        if ctx.opset < 11:
+            raise ctx.unsupported("ONNX Round is new in opset 11", opset=11)
+        return [ctx.b.op1("Round", ctx.v(0), hint=ctx.hint)]
+    if mode != "half_away_from_zero":
+        raise ctx.unsupported(f"mode={mode!r}")
+    if ctx.opset < 9:
+        raise ctx.unsupported("ONNX Sign is new in opset 9", opset=9)
+    b, x = ctx.b, ctx.v(0)
+    half = b.const(np.array(0.5, ctx.np_type(0)), "half")
+    return [b.op1("Mul", b.op1("Sign", x), b.op1("Floor", b.op1("Add", b.op1("Abs", x), half)), hint=ctx.hint)]
+
+
+@mapping("Gelu", "Gelu-opset7", reversible=True)
+def gelu(ctx, node):
+    """ONNX Gelu (onnx__Gelu, opset 20; approximate none / tanh) -> OpenVINO Gelu-7 (approximation_mode ERF /
+    TANH): the same two functions."""
+    mode = "TANH" if attr(node, "approximate", "none") == "tanh" else "ERF"
+    return [ctx.g.op("Gelu", ctx.inp(node, 0), approximation_mode=mode, version="opset7", name=node.name or None)]
+
+
+@reverse("Gelu")
+def _from_gelu(ctx):
+    """OpenVINO Gelu-7 (approximation_mode erf: x/2 (1 + erf(x / sqrt 2)); tanh: x/2 (1 + tanh(sqrt(2/pi) (x +
+    0.044715 x^3)))) and Gelu-2 (erf) -> ONNX Gelu (onnx__Gelu, opset 20, approximate none / tanh), or the same
+    formula in ONNX Erf / Tanh, Mul, Add before opset 20."""
+    mode = ctx.attr("approximation_mode", "erf").lower() if ctx.layer.version != "opset2" else "erf"
+    if mode not in ("erf", "tanh"):
+        raise ctx.unsupported(f"approximation_mode={mode!r}")
+    if ctx.opset >= 20:
+        return [ctx.b.op1("Gelu", ctx.v(0), approximate="none" if mode == "erf" else "tanh", hint=ctx.hint)]
+    if mode == "erf" and ctx.opset < 9:
+        raise ctx.unsupported("ONNX Erf is new in opset 9", opset=9)
+    b, x, t = ctx.b, ctx.v(0), ctx.np_type(0)
+
+    def c(v, hint):
+        return b.const(np.array(v, t), hint)
+
+    if mode == "erf":
+        inner = b.op1("Erf", b.op1("Mul", x, c(1 / np.sqrt(2.0), "inv_sqrt2")))
+    else:
+        cube = b.op1("Mul", b.op1("Mul", x, x), x)
+        arg = b.op1("Add", x, b.op1("Mul", cube, c(0.044715, "gelu_c")))
+        inner = b.op1("Tanh", b.op1("Mul", arg, c(np.sqrt(2 / np.pi), "sqrt_2_over_pi")))
+    half_x = b.op1("Mul", x, c(0.5, "half"))
+    return [b.op1("Mul", half_x, b.op1("Add", inner, c(1.0, "one")), hint=ctx.hint)]
+
+
+@reverse("Swish")
+def _from_swish(ctx):
+    """OpenVINO Swish-4 (x * sigmoid(beta * x), beta an optional scalar input, default 1) -> ONNX Mul and Sigmoid
+    (onnx__Sigmoid, onnx__Mul; ONNX Swish arrives only in opset 24)."""
+    b, x = ctx.b, ctx.v(0)
+    z = x if len(ctx.keys) < 2 else b.op1("Mul", x, ctx.v(1))
+    return [b.op1("Mul", x, b.op1("Sigmoid", z), hint=ctx.hint)]
+
+
+@reverse("HSigmoid")
+def _from_hsigmoid(ctx):
+    """OpenVINO HSigmoid-5 (min(max(x + 3, 0), 6) / 6) -> ONNX HardSigmoid alpha=1/6, beta=1/2 (onnx__HardSigmoid:
+    max(0, min(1, alpha x + beta)); the same function, rounded once more or less)."""
+    return [ctx.b.op1("HardSigmoid", ctx.v(0), alpha=1 / 6, beta=0.5, hint=ctx.hint)]
+
+
+@mapping("Elu", "Elu-opset1", reversible=True)
+def elu(ctx, node):
+    """ONNX Elu (onnx__Elu, alpha default 1) -> OpenVINO Elu-1 (alpha attribute)."""
+    return [ctx.g.op("Elu", ctx.inp(node, 0), alpha=float(attr(node, "alpha", 1.0)), name=node.name or None)]
+
+
+@reverse("Elu")
+def _from_elu(ctx):
+    """OpenVINO Elu-1 (x if x > 0 else alpha (e^x - 1)) -> ONNX Elu (onnx__Elu, float alpha)."""
+    return [ctx.b.op1("Elu", ctx.v(0), alpha=float(ctx.attr("alpha", "1")), hint=ctx.hint)]
+
+
+@mapping("Selu", "Selu-opset1", reversible=True)
+def selu(ctx, node):
+    """ONNX Selu (onnx__Selu: alpha, gamma attributes) -> OpenVINO Selu-1 (alpha and lambda as inputs)."""
+    x = ctx.inp(node, 0)
+    t = np_type(x)
+    alpha = ctx.const(np.array([attr(node, "alpha", 1.67326319217681884765625)], t))
+    lam = ctx.const(np.array([attr(node, "gamma", 1.05070102214813232421875)], t))
+    return [ctx.g.op("Selu", x, alpha, lam, name=node.name or None)]
+
+
+@reverse("Selu")
+def _from_selu(ctx):
+    """OpenVINO Selu-1 (lambda (x if x > 0 else alpha (e^x - 1)); alpha, lambda one-element inputs) -> ONNX Selu
+    (onnx__Selu, alpha and gamma attributes: constants only)."""
+    alpha = float(ctx.need_const(1, "alpha").reshape(-1)[0])
+    lam = float(ctx.need_const(2, "lambda").reshape(-1)[0])
+    return [ctx.b.op1("Selu", ctx.v(0), alpha=alpha, gamma=lam, hint=ctx.hint)]
 
 
 @mapping("Div", "Divide-opset1", reversible=True)
@@ -56,12 +219,22 @@ def div(ctx, node):
 
 @reverse("Divide")
 def _from_divide(ctx):
-    """OpenVINO Divide-1 -> ONNX Div (onnx__Div). Integer Divide floors when m_pythondiv (its default); ONNX
-    integer Div truncates, so only m_pythondiv=false maps for integers."""
+    """OpenVINO Divide-1 -> ONNX Div (onnx__Div). Integer Divide floors when m_pythondiv (its default), where ONNX
+    integer Div truncates: the quotient is then Div - 1 where the remainder is nonzero and the operands' signs
+    differ (onnx__Mul, onnx__Sub, onnx__Xor). This follows the spec (and OpenVINO's constant folding); OpenVINO
+    2026.4's CPU plugin truncates instead (measured), so the two differ on negative operands only."""
     ctx.broadcast_numpy()
-    if ctx.element_type(0)[:1] in "iu" and ctx.flag("m_pythondiv", True):
-        raise ctx.unsupported("integer division that floors (m_pythondiv=true); ONNX Div truncates")
-    return [ctx.b.op1("Div", ctx.v(0), ctx.v(1), hint=ctx.hint)]
+    b = ctx.b
+    q = b.op1("Div", ctx.v(0), ctx.v(1), hint=ctx.hint)
+    if ctx.element_type(0)[:1] not in "iu" or not ctx.flag("m_pythondiv", True):
+        return [q]
+    a, d = ctx.v(0), ctx.v(1)
+    t = ctx.np_type(0)
+    zero = b.const(np.array(0, t), "zero")
+    inexact = b.op1("Not", b.op1("Equal", b.op1("Sub", a, b.op1("Mul", q, d)), zero))
+    signs = b.op1("Xor", b.op1("Less", a, zero), b.op1("Less", d, zero))
+    adjust = b.op1("Cast", b.op1("And", inexact, signs), to=int(ir.DataType.from_numpy(t)))
+    return [b.op1("Sub", q, adjust, hint=ctx.hint)]
 
 
 @mapping("Max", "Maximum-opset1")
@@ -88,7 +261,7 @@ def leaky_relu(ctx, node):
     return [ctx.g.op("PRelu", x, slope, name=node.name or None)]
 
 
-@reverse("PRelu", "PReLU")  # rnnconv writes PRelu; ov.save_model writes the spec's PReLU
+@reverse("PRelu")  # ov.save_model writes the spec's PReLU (graph.canonical_type)
 def _from_prelu(ctx):
     """OpenVINO PReLU-1 (a 1-D slope as long as data's axis 1 applies per channel; any other slope broadcasts
     numpy-style) -> ONNX LeakyRelu (onnx__LeakyRelu, float alpha) for one constant slope value, else ONNX PRelu

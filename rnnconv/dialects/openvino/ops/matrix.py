@@ -1,4 +1,4 @@
-"""Matrix products, softmax and reductions, both ways."""
+"""Matrix products, softmax, reductions, CumSum, Einsum and scaled dot-product attention, both ways."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def log_softmax(ctx, node):
     return _softmax(ctx, node, "LogSoftmax", "opset5")
 
 
-_SOFTMAX_ONNX = {"SoftMax": "Softmax", "Softmax": "Softmax", "LogSoftmax": "LogSoftmax"}
+_SOFTMAX_ONNX = {"SoftMax": "Softmax", "LogSoftmax": "LogSoftmax"}
 
 
 @reverse(*_SOFTMAX_ONNX)
@@ -152,6 +152,84 @@ def _from_reduce(ctx):
     if axes is not None and axes.size == 0:
         return [ctx.b.op1("Identity", ctx.v(0), hint=ctx.hint)]
     if _axes_from_input(onnx_op, ctx.opset):
-        return [ctx.b.op1(onnx_op, ctx.v(0), ctx.v(1), keepdims=keep, hint=ctx.hint)]
+        return [ctx.b.op1(onnx_op, ctx.v(0), ctx.axes(1), keepdims=keep, hint=ctx.hint)]
     axes = ctx.need_const(1, "the axes")
     return [ctx.b.op1(onnx_op, ctx.v(0), axes=[int(a) for a in axes.reshape(-1)], keepdims=keep, hint=ctx.hint)]
+
+
+# -- CumSum, Einsum, attention -----------------------------------------------------------------------------
+@mapping("CumSum", "CumSum-opset3", reversible=True)
+def cumsum(ctx, node):
+    """ONNX CumSum (onnx__CumSum, opset 11: axis input, exclusive, reverse) -> OpenVINO CumSum-3 (the same)."""
+    return [ctx.g.op("CumSum", ctx.inp(node, 0), ctx.inp(node, 1), exclusive=bool(attr(node, "exclusive", 0)),
+                     reverse=bool(attr(node, "reverse", 0)), version="opset3", name=node.name or None)]
+
+
+@reverse("CumSum")
+def _from_cumsum(ctx):
+    """OpenVINO CumSum-3 (axis input, 0 when absent; exclusive, reverse) -> ONNX CumSum (onnx__CumSum, opset 11)."""
+    if ctx.opset < 11:
+        raise ctx.unsupported("ONNX CumSum is new in opset 11", opset=11)
+    axis = ctx.as_i64(1, "axis") if len(ctx.keys) > 1 else ctx.b.i64(0, "axis")
+    return [ctx.b.op1("CumSum", ctx.v(0), axis, exclusive=int(ctx.flag("exclusive")),
+                      reverse=int(ctx.flag("reverse")), hint=ctx.hint)]
+
+
+@mapping("Einsum", "Einsum-opset7", reversible=True)
+def einsum(ctx, node):
+    """ONNX Einsum (onnx__Einsum, opset 12: equation) -> OpenVINO Einsum-7 (the same equation syntax)."""
+    eq = attr(node, "equation")
+    eq = eq.decode() if isinstance(eq, bytes) else eq
+    return [ctx.g.op("Einsum", *[ctx.inp(node, i) for i in range(len(node.inputs))], equation=eq,
+                     version="opset7", name=node.name or None)]
+
+
+@reverse("Einsum")
+def _from_einsum(ctx):
+    """OpenVINO Einsum-7 (equation: lower-case subscripts, "...", "->") -> ONNX Einsum (onnx__Einsum, opset 12)."""
+    if ctx.opset < 12:
+        raise ctx.unsupported("ONNX Einsum is new in opset 12", opset=12)
+    return [ctx.b.op1("Einsum", *[ctx.v(i) for i in range(len(ctx.keys))], equation=ctx.attr("equation"),
+                      hint=ctx.hint)]
+
+
+@reverse("ScaledDotProductAttention")
+def _from_sdpa(ctx):
+    """OpenVINO ScaledDotProductAttention-13 (query [N,...,L,E], key [N,...,S,E], value [N,...,S,Ev]; optional
+    attention_mask (boolean: true takes part; else added) and scale (default 1/sqrt(E)); causal: -inf above the
+    diagonal of [L, S], the mask ignored) -> the spec's own pseudo-code in ONNX MatMul, Transpose, Mul, Add, Where,
+    Softmax over the last axis (onnx__MatMul, onnx__Softmax; ONNX Attention-23 takes another layout)."""
+    b = ctx.b
+    q_dims, k_dims = ctx.dims(0), ctx.dims(1)
+    if k_dims is None or q_dims is None:
+        raise ctx.unsupported("query or key of unknown rank")
+    t = ctx.np_type(0)
+    rank = len(k_dims)
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    scores = b.op1("MatMul", ctx.v(0), b.transpose(ctx.v(1), perm))
+    if len(ctx.keys) > 4:
+        scale = ctx.v(4)
+    elif q_dims[-1] >= 0:
+        scale = b.const(np.array(1.0 / np.sqrt(q_dims[-1]), t), "scale")
+    else:
+        e = b.op1("Cast", b.op1("Gather", b.op1("Shape", ctx.v(0)), b.i64(-1, "last"), axis=0),
+                  to=int(ir.DataType.from_numpy(t)))
+        scale = b.op1("Div", b.const(np.array(1, t), "one"), b.op1("Sqrt", e))
+    scores = b.op1("Mul", scores, scale)
+    neg_inf = b.const(np.array(-np.inf, t), "neg_inf")
+    if ctx.flag("causal"):
+        if ctx.opset < 11:
+            raise ctx.unsupported("a causal mask is built with ONNX Range (opset 11)", opset=11)
+        rows = b.op1("Gather", b.op1("Shape", ctx.v(0)), b.i64(-2, "axis"), axis=0)
+        cols = b.op1("Gather", b.op1("Shape", ctx.v(1)), b.i64(-2, "axis"), axis=0)
+        r = b.op1("Range", b.i64(0, "zero"), rows, b.i64(1, "one"))
+        c = b.op1("Range", b.i64(0, "zero"), cols, b.i64(1, "one"))
+        above = b.op1("Greater", c, b.axes_op("Unsqueeze", r, [1]))  # [L, S]: column > row
+        scores = b.op1("Where", above, neg_inf, scores)
+    elif len(ctx.keys) > 3:
+        if ctx.element_type(3) == "boolean":
+            scores = b.op1("Where", ctx.v(3), scores, neg_inf)
+        else:
+            scores = b.op1("Add", scores, ctx.v(3))
+    weights = b.op1("Softmax", scores, axis=-1)  # the last axis: the same before opset 13 (2-D flattening there)
+    return [b.op1("MatMul", weights, ctx.v(2), hint=ctx.hint)]

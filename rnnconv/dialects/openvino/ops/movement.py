@@ -1,10 +1,12 @@
-"""Data movement, both ways: Transpose, Reshape / Flatten, Squeeze / Unsqueeze, Concat, Split, Slice, Gather, Tile."""
+"""Data movement, both ways: Transpose, Reshape / Flatten, Squeeze / Unsqueeze, Concat, Split, Slice, Gather, Tile,
+Pad, ScatterND / ScatterNDUpdate, NonZero."""
 
 from __future__ import annotations
 
 from typing import Optional
 
 import numpy as np
+import onnx_ir as ir
 
 from rnnconv.dialects.openvino.graph import Out
 from rnnconv.dialects.openvino.ops.table import (
@@ -12,6 +14,7 @@ from rnnconv.dialects.openvino.ops.table import (
     attr,
     ints_attr,
     mapping,
+    np_type,
     reverse,
 )
 from rnnconv.errors import Unsupported
@@ -57,12 +60,13 @@ def _from_reshape(ctx):
     allowzero=1, opset 14)."""
     special_zero = ctx.flag("special_zero")
     target = ctx.c(1)
+    shape = ctx.as_i64(1, "shape")  # ONNX Reshape takes int64 only
     if special_zero or (target is not None and not np.any(target == 0)):
-        return [ctx.b.op1("Reshape", ctx.v(0), ctx.v(1), hint=ctx.hint)]
+        return [ctx.b.op1("Reshape", ctx.v(0), shape, hint=ctx.hint)]
     if ctx.opset < 14:
         raise ctx.unsupported("special_zero=false with a target that may hold 0 needs ONNX Reshape allowzero "
                               "(opset 14)", opset=14)
-    return [ctx.b.op1("Reshape", ctx.v(0), ctx.v(1), allowzero=1, hint=ctx.hint)]
+    return [ctx.b.op1("Reshape", ctx.v(0), shape, allowzero=1, hint=ctx.hint)]
 
 
 def flatten2d(ctx: Context, x: Out, axis: int) -> Out:
@@ -120,7 +124,7 @@ def _from_squeeze(ctx):
     if len(ctx.keys) < 2:
         return [ctx.b.op1(onnx_op, ctx.v(0), hint=ctx.hint)]
     if ctx.opset >= 13:
-        return [ctx.b.op1(onnx_op, ctx.v(0), ctx.v_i64(1), hint=ctx.hint)]
+        return [ctx.b.op1(onnx_op, ctx.v(0), ctx.axes(1), hint=ctx.hint)]
     axes = ctx.need_const(1, "the axes")
     return [ctx.b.op1(onnx_op, ctx.v(0), axes=[int(a) for a in axes.reshape(-1)], hint=ctx.hint)]
 
@@ -269,3 +273,179 @@ def _from_tile(ctx):
         if n < rank:
             repeats = ctx.b.op1("Concat", ctx.b.i64(ones, "repeats"), repeats, axis=0)
     return [ctx.b.op1("Tile", x, repeats, hint=ctx.hint)]
+
+
+
+# -- Pad ----------------------------------------------------------------------------------------------------
+@mapping("Pad", "Pad-opset12")
+def pad(ctx, node):
+    """ONNX Pad (onnx__Pad: pads [begins, ends] as an attribute before 11, an input from 11; mode constant / edge
+    / reflect; constant_value) -> OpenVINO Pad-12 (pads_begin, pads_end, pad_value; negative pads crop in both)."""
+    x = ctx.inp(node, 0)
+    mode = attr(node, "mode", "constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("constant", "edge", "reflect"):
+        raise Unsupported(f"Pad node {node.name!r}: mode {mode!r} has no OpenVINO Pad mode")
+    if ctx.opset < 11:
+        pads = ints_attr(node, "pads")
+        value = ctx.const(np.array(attr(node, "value", 0.0), dtype=np_type(x)))
+    else:
+        c = ctx.const_input(node, 1)
+        if c is None or (len(node.inputs) > 3 and ctx.inp(node, 3) is not None):
+            raise Unsupported(f"Pad node {node.name!r}: pads computed at run time, or axes; rnnconv maps constant "
+                              "pads over every axis")
+        pads = [int(v) for v in c.reshape(-1)]
+        value = ctx.inp(node, 2)
+        if value is None:
+            value = ctx.const(np.array(0, dtype=np_type(x)))
+    n = len(pads) // 2
+    return [ctx.g.op("Pad", x, ctx.i64(pads[:n]), ctx.i64(pads[n:]), value, pad_mode=mode, version="opset12",
+                     name=node.name or None)]
+
+
+@reverse("Pad")
+def _from_pad(ctx):
+    """OpenVINO Pad-1/12 (pads_begin, pads_end inputs, negative from 12 to crop; pad_value; pad_mode constant /
+    edge / reflect / symmetric) -> ONNX Pad (onnx__Pad: pads [begins, ends] an input from 11, an attribute
+    before; modes constant / edge / reflect). Symmetric (the edge repeated) has no ONNX mode: each padded axis
+    becomes a Concat of reversed Slices (onnx__Slice, onnx__Concat) of the data, for constant pads."""
+    mode = ctx.attr("pad_mode", "constant").lower()
+    b = ctx.b
+    if mode == "symmetric":
+        return [_symmetric_pad(ctx)]
+    if mode not in ("constant", "edge", "reflect"):
+        raise ctx.unsupported(f"pad_mode={mode!r}")
+    begin, end = ctx.c(1), ctx.c(2)
+    x = ctx.v(0)
+    if begin is not None and end is not None and min(begin.min(initial=0), end.min(initial=0)) < 0:
+        # Negative pads crop: a Slice first, then padding only (the pads every ONNX runtime takes).
+        if ctx.opset < 10:
+            raise ctx.unsupported("negative pads are written as an ONNX Slice with inputs (opset 10)", opset=10)
+        big = np.iinfo(np.int64).max
+        begin, end = begin.reshape(-1).astype(np.int64), end.reshape(-1).astype(np.int64)
+        axes = [a for a in range(begin.size) if begin[a] < 0 or end[a] < 0]
+        x = b.op1("Slice", x, b.i64([max(-int(begin[a]), 0) for a in axes], "starts"),
+                  b.i64([-int(end[a]) if end[a] < 0 else big for a in axes], "ends"), b.i64(axes, "axes"))
+        begin, end = np.maximum(begin, 0), np.maximum(end, 0)
+    if ctx.opset < 11:
+        if begin is None or end is None:
+            raise ctx.unsupported("pads computed at run time need ONNX Pad-11 (pads as an input)", opset=11)
+        value = 0.0
+        if mode == "constant" and len(ctx.keys) > 3:
+            value = float(np.asarray(ctx.need_const(3, "the pad value")).reshape(-1)[0])
+        return [b.op1("Pad", x, mode=mode, pads=[int(v) for v in np.concatenate([begin.reshape(-1),
+                                                                                  end.reshape(-1)])],
+                      value=value, hint=ctx.hint)]
+    if begin is not None and end is not None:
+        pads = b.i64(np.concatenate([begin.reshape(-1), end.reshape(-1)]).astype(np.int64), "pads")
+    else:
+        pads = b.op1("Concat", ctx.v_i64(1), ctx.v_i64(2), axis=0)
+    args = [x, pads]
+    if mode == "constant" and len(ctx.keys) > 3:
+        args.append(ctx.v(3) if ctx.dims(3) == [] else b.op1("Reshape", ctx.v(3), b.i64([], "scalar")))
+    return [b.op1("Pad", *args, mode=mode, hint=ctx.hint)]
+
+
+def _symmetric_pad(ctx):
+    begin = [int(v) for v in ctx.need_const(1, "pads_begin").reshape(-1)]
+    end = [int(v) for v in ctx.need_const(2, "pads_end").reshape(-1)]
+    if ctx.opset < 10:
+        raise ctx.unsupported("symmetric padding is written with ONNX Slice steps (opset 10)", opset=10)
+    if min(begin + end) < 0:
+        raise ctx.unsupported("symmetric padding with negative pads")
+    b, x = ctx.b, ctx.v(0)
+    low = np.iinfo(np.int64).min
+    for axis, (p0, p1) in enumerate(zip(begin, end)):
+        parts = []
+        if p0:  # x[p0-1::-1] along axis: the first p0 items, mirrored
+            parts.append(b.op1("Slice", x, b.i64([p0 - 1], "starts"), b.i64([low], "ends"), b.i64([axis], "axes"),
+                               b.i64([-1], "steps")))
+        parts.append(x)
+        if p1:  # x[-1:-p1-1:-1]: the last p1 items, mirrored
+            parts.append(b.op1("Slice", x, b.i64([-1], "starts"), b.i64([-p1 - 1], "ends"), b.i64([axis], "axes"),
+                               b.i64([-1], "steps")))
+        if len(parts) > 1:
+            x = b.op1("Concat", *parts, axis=axis)
+    return b.op1("Identity", x, hint=ctx.hint)
+
+
+# -- scatter / nonzero --------------------------------------------------------------------------------------
+_SCATTER_REDUCTION = {"none": ("none", 11), "sum": ("add", 16), "prod": ("mul", 16), "max": ("max", 18),
+                      "min": ("min", 18)}
+
+
+@mapping("ScatterND", "ScatterNDUpdate-opset15", reversible=True)
+def scatter_nd(ctx, node):
+    """ONNX ScatterND (onnx__ScatterND: reduction none, add / mul from 16, max / min from 18) -> OpenVINO
+    ScatterNDUpdate-15 (reduction none / sum / prod / max / min)."""
+    back = {v[0]: k for k, v in _SCATTER_REDUCTION.items()}
+    reduction = attr(node, "reduction", "none")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    return [ctx.g.op("ScatterNDUpdate", ctx.inp(node, 0), ctx.inp(node, 1), ctx.inp(node, 2),
+                     reduction=back[reduction], version="opset15", name=node.name or None)]
+
+
+@reverse("ScatterNDUpdate")
+def _from_scatter_nd_update(ctx):
+    """OpenVINO ScatterNDUpdate-3 / -15 (reduction none / sum / sub / prod / min / max) -> ONNX ScatterND
+    (onnx__ScatterND, opset 11: int64 indices; reduction add / mul from 16, max / min from 18); sub adds the
+    negated updates."""
+    reduction = ctx.attr("reduction", "none").lower()
+    updates = ctx.v(2)
+    if reduction == "sub":
+        reduction, updates = "sum", ctx.b.op1("Neg", updates)
+    if reduction not in _SCATTER_REDUCTION:
+        raise ctx.unsupported(f"reduction={reduction!r}")
+    onnx_reduction, since = _SCATTER_REDUCTION[reduction]
+    if ctx.opset < since:
+        raise ctx.unsupported(f"ScatterND with reduction {onnx_reduction!r} needs opset {since}", opset=since)
+    attrs = {"reduction": onnx_reduction} if onnx_reduction != "none" else {}
+    return [ctx.b.op1("ScatterND", ctx.v(0), ctx.as_i64(1, "indices"), updates, hint=ctx.hint, **attrs)]
+
+
+@mapping("NonZero", "NonZero-opset3", reversible=True)
+def non_zero(ctx, node):
+    """ONNX NonZero (onnx__NonZero: int64 [rank, count], row-major) -> OpenVINO NonZero-3 output_type i64."""
+    return [ctx.g.op("NonZero", ctx.inp(node, 0), output_type="i64", version="opset3", name=node.name or None)]
+
+
+@reverse("NonZero")
+def _from_non_zero(ctx):
+    """OpenVINO NonZero-3 ([rank, count] indices of the nonzero items in row-major order; output_type i64 / i32)
+    -> ONNX NonZero (onnx__NonZero, opset 9: int64), and a Cast for i32."""
+    if ctx.opset < 9:
+        raise ctx.unsupported("ONNX NonZero is new in opset 9", opset=9)
+    out = ctx.b.op1("NonZero", ctx.v(0), hint=ctx.hint)
+    if ctx.attr("output_type", "i64") == "i32":
+        out = ctx.b.op1("Cast", out, to=int(ir.DataType.INT32))
+    return [out]
+
+
+@mapping("ReverseSequence", "ReverseSequence-opset1", reversible=True)
+def reverse_sequence(ctx, node):
+    """ONNX ReverseSequence (onnx__ReverseSequence, opset 10: batch_axis, time_axis, int64 sequence_lens) ->
+    OpenVINO ReverseSequence-1 (batch_axis, seq_axis)."""
+    return [ctx.g.op("ReverseSequence", ctx.inp(node, 0), ctx.inp(node, 1), batch_axis=int(attr(node, "batch_axis", 1)),
+                     seq_axis=int(attr(node, "time_axis", 0)), name=node.name or None)]
+
+
+@reverse("ReverseSequence")
+def _from_reverse_sequence(ctx):
+    """OpenVINO ReverseSequence-1 (the first seq_lengths[b] items of each batch entry b reversed along seq_axis;
+    batch_axis, seq_axis, negative from the end) -> ONNX ReverseSequence (onnx__ReverseSequence, opset 10:
+    batch_axis and time_axis 0 or 1 of a tensor of rank >= 2, int64 lengths), through a Transpose when the axes
+    lie elsewhere."""
+    if ctx.opset < 10:
+        raise ctx.unsupported("ONNX ReverseSequence is new in opset 10", opset=10)
+    dims = ctx.dims(0)
+    if dims is None:
+        raise ctx.unsupported("data of unknown rank")
+    rank = len(dims)
+    b_axis, t_axis = int(ctx.attr("batch_axis", "0")) % rank, int(ctx.attr("seq_axis", "1")) % rank
+    b = ctx.b
+    lens = ctx.as_i64(1, "sequence_lens")
+    if {b_axis, t_axis} == {0, 1}:
+        return [b.op1("ReverseSequence", ctx.v(0), lens, batch_axis=b_axis, time_axis=t_axis, hint=ctx.hint)]
+    perm = [t_axis, b_axis] + [a for a in range(rank) if a not in (t_axis, b_axis)]
+    y = b.op1("ReverseSequence", b.transpose(ctx.v(0), perm), lens, batch_axis=1, time_axis=0)
+    return [b.transpose(y, list(np.argsort(perm)), hint=ctx.hint)]

@@ -13,7 +13,7 @@ from typing import Callable, Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.openvino.graph import IRGraph, IRLayer, Out, numpy_dtype
+from rnnconv.dialects.openvino.graph import IRGraph, IRLayer, Out, known_types, numpy_dtype
 from rnnconv.errors import BadInput, Unsupported
 
 Key = tuple[int, int]  # (layer id, output port id) of an IR graph
@@ -122,6 +122,10 @@ class LayerContext:
     def dims(self, i: int) -> Optional[list[int]]:
         return self._facts.dims(self.keys[i])
 
+    def used(self, j: int) -> bool:
+        """Whether output j of the layer is read by anything."""
+        return self._facts.consumed((self.layer.id, self.layer.outputs[j].id))
+
     def element_type(self, i: int) -> str:
         return self._facts.port(self.keys[i]).element_type
 
@@ -134,6 +138,14 @@ class LayerContext:
         if c is not None:
             return self.b.i64(c.astype(np.int64), hint)
         return self.v_i64(i)
+
+    def axes(self, i: int) -> ir.Value:
+        """Input i as ONNX's axes input: int64 and 1-D (OpenVINO also takes a scalar)."""
+        c = self.c(i)
+        if c is not None:
+            return self.b.i64(np.asarray(c).astype(np.int64).reshape(-1), "axes")
+        v = self.v_i64(i)
+        return v if self.dims(i) != [] else self.b.op1("Reshape", v, self.b.i64([1], "shape"))
 
     def v_i64(self, i: int) -> ir.Value:
         """The ONNX value of input i, with a Cast when its element type is not i64."""
@@ -169,9 +181,11 @@ REVERSE: dict[str, Callable[[LayerContext], list]] = {}
 
 
 def reverse(*ir_types: str):
+    """Register the IR -> ONNX direction of these IR types (one spelling each: the reader canonicalizes)."""
     def register(fn):
         for t in ir_types:
             REVERSE[t] = fn
+        known_types(*ir_types)
         return fn
 
     return register

@@ -1,0 +1,57 @@
+"""`dequantize`: com.microsoft DynamicQuantizeLSTM nodes become ONNX LSTM nodes with float32 weights, for runtimes
+without onnxruntime's quantized LSTM (OpenVINO's own import computes it otherwise, onnx's reference not at all).
+
+An approximation by nature: onnxruntime's kernel also quantizes X and each step's hidden state at run time, the
+float LSTM does not. Every node and the whole model are checked as in every converting command, against the
+"dequantized" tolerance (verification/tolerance.py) unless --atol/--rtol say otherwise; the report's onnxruntime
+row is the measured error against onnxruntime's quantized run.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from rnnconv import conversion
+from rnnconv.dialects import onnx_quantized
+from rnnconv.engine.op_dynamic_quantize_lstm import mlas_saturates
+from rnnconv.errors import Unsupported
+from rnnconv.passes.dequantize import DequantizePass
+from rnnconv.verification.checks import CheckOptions
+from rnnconv.verification.tolerance import DEQUANTIZED_ATOL, DEQUANTIZED_RTOL
+
+SATURATION = ("{} hold(s) full-range 8-bit weights, and onnxruntime's integer GEMM on this CPU (x86 with AVX2, "
+              "without VNNI) saturates pairs of products to int16, which alone can move outputs by 0.1 or more "
+              "(weights quantized with reduce_range=True avoid it)")
+
+NOTE = (f"{onnx_quantized.OP} -> LSTM is an approximation: onnxruntime's kernel also quantizes X and each step's "
+        f"hidden state to uint8; the checks hold the float LSTM to atol {DEQUANTIZED_ATOL:g} + rtol "
+        f"{DEQUANTIZED_RTOL:g} unless a tolerance is given")
+
+
+def dequantize(source, output=None, *, verify: str = "full", force: bool = False,
+               external_data: Optional[bool] = None, progress=None, **check) -> conversion.Result:
+    """Replace every DynamicQuantizeLSTM of `source` by a float32 ONNX LSTM; Unsupported when there is none.
+
+    `check`: how rewrites are verified (seed, runs, dims, ranges, inputs, atol, rtol: see CheckOptions); the
+    default tolerance is the "dequantized" one."""
+    model = conversion.load(source)
+    if not onnx_quantized.holds(model):
+        raise Unsupported(f"the model holds no {onnx_quantized.DOMAIN} {onnx_quantized.OP} node: nothing to "
+                          f"dequantize")
+    saturating = [q.name for q in onnx_quantized.find(model) if _full_range(q)] if mlas_saturates() else []
+    result = conversion.convert(source, output, command="dequantize", passes=[DequantizePass()], verify=verify,
+                                options=CheckOptions.of(**check, dequantized=True), force=force,
+                                external_data=external_data, progress=progress, loaded=model)
+    result.report.notes[:0] = [NOTE] + ([SATURATION.format(", ".join(saturating))] if saturating else [])
+    return result
+
+
+def _full_range(q: onnx_quantized.QuantizedLSTM) -> bool:
+    """Whether the weights use more than 7 bits (quantize_dynamic without reduce_range)."""
+    arrays = [onnx_quantized.constant_array(q.inputs[k]) for k in ("W", "W_zero_point", "R", "R_zero_point")]
+    if any(a is None for a in arrays):
+        return False
+    W, zw, R, zr = (np.asarray(a, np.int32) for a in arrays)
+    return max(np.abs(W - zw.reshape(-1)[0]).max(initial=0), np.abs(R - zr.reshape(-1)[0]).max(initial=0)) > 64

@@ -1,0 +1,360 @@
+"""ONNX -> OpenVINO IR through OpenVINO's own ONNX import, every GRU/LSTM/RNN node through rnnconv's exact mapping.
+
+OpenVINO's ONNX frontend converts the graph; a conversion extension for each recurrent op
+(`openvino.frontend.onnx.ConversionExtension(op, fn)`) replaces OpenVINO's translator, which drops LSTM
+peepholes and input_forget, ignores layout and per-direction activations. For each recurrent node (If, Loop and
+Scan bodies included: the frontend calls the extension there too) `fn` gets the node's inputs as OpenVINO outputs
+and its attributes; rnnconv rebuilds the node as a one-node ONNX model from them (constant inputs as views of
+OpenVINO's Constants, other inputs with the shapes OpenVINO inferred), converts it with the caller's
+translation (`from_onnx`), writes that IR to a temporary file, reads it back with `Core.read_model` (which maps
+the .bin: no heap copy of the weights) and grafts it: each of its Parameters' uses take the extension's input,
+its Results' sources are returned, one per ONNX output position.
+
+What the extension cannot see, and how (measured on openvino 2026.4.1): the NodeContext gives no node name, op
+version or output names, so the node is found in the ONNX model by its input tensor names (every hook input
+carries the ONNX name of its value) and its attributes, name and version are the ONNX node's; an absent middle
+input is a `NullNode`; bf16 Constants return their bits typed float16. OpenVINO turns every exception of the
+extension into one OpConversionFailure per op type, KeyboardInterrupt and SystemExit included, so the extension
+keeps every refusal and any interruption itself and `convert` raises them as rnnconv errors (or as themselves).
+`ov.convert_model(extension=...)` imports openvino.frontend.pytorch, and with it torch when installed (seconds):
+the frontend is used directly, followed by the two offline passes `convert_model` applies. fp16 is applied by
+`ov.save_model(compress_to_fp16=True)` (rnnconv's own f16 Consts would be folded back to f32 by those passes).
+
+This is, with rnnconv.engine.openvino_runtime, the one module that imports openvino.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import onnx_ir as ir
+
+from rnnconv import schemas
+from rnnconv.dialects import onnx_recurrent
+from rnnconv.dialects.openvino import writer as ov_writer
+from rnnconv.dialects.openvino.from_onnx import Conversion
+from rnnconv.errors import BadInput, RnnconvError, Unsupported
+
+# Chains of these ops over Constants are evaluated (Node.evaluate) and given to rnnconv as constants: an fp16
+# initializer behind a Cast, a weight stored transposed. Anything else is a run-time input.
+FOLDABLE = {"Convert", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather",
+            "Multiply", "Add", "Subtract"}
+
+
+@dataclasses.dataclass
+class Mapped:
+    """One recurrent node rnnconv converted: the ONNX node, the node alone as OpenVINO's import fed it (its real
+    constant inputs, the shapes OpenVINO inferred for the others) and what rnnconv made of it (grafted)."""
+
+    node: onnx_recurrent.RecurrentNode
+    single: ir.Model
+    conversion: Conversion
+    keep: list = dataclasses.field(default_factory=list)  # OpenVINO Constants whose data `single` views
+
+
+@dataclasses.dataclass
+class FrontendConversion:
+    model: object  # openvino.Model
+    mapped: list[Mapped]
+    imported: Counter  # op type -> ONNX nodes OpenVINO's own import converted (every node but the recurrent ones)
+
+    def imported_note(self) -> str:
+        n = sum(self.imported.values())
+        ops = ", ".join(f"{op} {k}" for op, k in sorted(self.imported.items(), key=lambda kv: (-kv[1], kv[0])))
+        mapped = f"rnnconv mapped {len(self.mapped)} recurrent node(s)"
+        return f"OpenVINO's ONNX import converted the other {n} node(s) ({ops}); {mapped}" if n else mapped
+
+
+def convert(path, model: ir.Model, translate: Callable[[ir.Model], Conversion], *,
+            tmpdir: Optional[str] = None) -> FrontendConversion:
+    """The ONNX file at `path` (loaded as `model`) as an openvino.Model: OpenVINO's import, with each recurrent
+    node `translate`d by rnnconv and grafted. Every node rnnconv refuses is named in one Unsupported (or BadInput);
+    what OpenVINO's import refuses is Unsupported with its reason. `tmpdir`: where each node's IR passes."""
+    from openvino._offline_transformations import apply_fused_names_cleanup, apply_moc_transformations
+    from openvino.frontend import FrontEndManager
+    from openvino.frontend.onnx import ConversionExtension
+
+    hook = _Hook(model, translate, tmpdir)
+    fe = FrontEndManager().load_by_framework("onnx")
+    for op in onnx_recurrent.OPS:
+        fe.add_extension(ConversionExtension(op, hook))
+    try:
+        try:
+            ov_model = fe.convert(fe.load(str(path)))
+        finally:
+            hook.close()
+    except Exception as err:
+        hook.raise_collected()
+        raise Unsupported(f"OpenVINO's ONNX import refuses the model: {_one_line(err)}") from None
+    hook.raise_collected()
+    apply_moc_transformations(ov_model, cf=False, smart_reshape=True)
+    apply_fused_names_cleanup(ov_model)
+    imported = Counter(node.op_type for node, _, _ in onnx_recurrent.walk(model)
+                       if not (node.domain in ("", "ai.onnx") and node.op_type in onnx_recurrent.OPS))
+    return FrontendConversion(ov_model, hook.mapped, imported)
+
+
+def save(converted: FrontendConversion, xml_path, bin_path, *, fp16: bool = False) -> None:
+    """Serialize as IR v11 into `xml_path` and `bin_path`; fp16: float weights compressed to f16 (grafted ones and
+    those of bodies included), decompressed at load."""
+    import openvino as ov
+
+    xml_path, bin_path = Path(xml_path), Path(bin_path)
+    ov.save_model(converted.model, str(xml_path), compress_to_fp16=fp16)
+    written = xml_path.with_suffix(".bin")
+    if written != bin_path:
+        os.replace(written, bin_path)
+
+
+def _one_line(err: BaseException) -> str:
+    """OpenVINO's conversion failure in one line: the ops it failed on and their reasons, without source paths."""
+    text = str(err)
+    failed = re.findall(r"(?:Conversion is failed for|No conversion rule found for operations): *(.*)", text)
+    noise = ("Check ", "At:", "File ", "While validating", "FrontEnd API failed", "Model wasn't", "Summary", "--",
+             "[ONNX Frontend]")
+    reasons = list(dict.fromkeys(ln.strip() for ln in text.splitlines()
+                                 if ln.strip() and not ln.strip().startswith(noise)))
+    head = f"failed on {', '.join(f.strip() for f in failed)}" if failed else type(err).__name__
+    return (head + (f" ({'; '.join(reasons)})" if reasons else ""))[:400]
+
+
+class _Hook:
+    """The conversion extension's callable: one call per recurrent node OpenVINO's import meets."""
+
+    def __init__(self, model: ir.Model, translate, tmpdir: Optional[str]):
+        self.translate = translate
+        self.nodes: dict[tuple, list[onnx_recurrent.RecurrentNode]] = {}
+        for rn in onnx_recurrent.find(model):
+            self.nodes.setdefault((rn.op, _input_names(rn.node)), []).append(rn)
+        self.tmp = tempfile.TemporaryDirectory(prefix=".rnnconv-nodes.", dir=tmpdir)
+        self.core = None
+        self.mapped: list[Mapped] = []
+        self.refused: list[RnnconvError] = []
+        self.interrupted: Optional[BaseException] = None
+        self.bug: Optional[BaseException] = None
+
+    def close(self) -> None:
+        self.tmp.cleanup()
+
+    def raise_collected(self) -> None:
+        """What the calls kept, in order of precedence: an interruption, a bug, then every refusal at once."""
+        if self.interrupted is not None:
+            raise self.interrupted
+        if self.bug is not None:
+            raise self.bug
+        if self.refused:
+            kind = Unsupported if all(isinstance(e, Unsupported) for e in self.refused) else \
+                next(type(e) for e in self.refused if not isinstance(e, Unsupported))
+            fixes = tuple(dict.fromkeys(f for e in self.refused for f in e.fixes))
+            raise kind(" | ".join(e.message for e in self.refused), fixes=fixes)
+
+    def __call__(self, ctx) -> list:
+        if self.interrupted is not None:  # Ctrl-C in an earlier call: no more work
+            raise RuntimeError("interrupted")
+        try:
+            return self._convert(ctx)
+        except (KeyboardInterrupt, SystemExit) as err:  # OpenVINO would turn it into OpConversionFailure
+            self.interrupted = err
+            raise
+        except _Cascade:
+            raise
+        except RnnconvError as err:
+            self.refused.append(err)
+            raise
+        except Exception as err:
+            self.bug = self.bug or err
+            raise
+
+    def _convert(self, ctx) -> list:
+        op = ctx.get_op_type("")
+        inputs = [ctx.get_input(i) for i in range(ctx.get_input_size())]
+        rn = self._identify(op, inputs)
+        single, keep = self._single(rn, inputs)
+        try:
+            conversion = self.translate(single)
+        except RnnconvError as err:
+            raise type(err)(f"{rn.op} node {rn.name!r}: {_strip_label(err.message)}", fixes=err.fixes) from None
+        for r in conversion.rewrites:
+            r["node"] = rn.name
+        outs = self._graft(conversion, inputs, rn)
+        if not any(m.node is rn for m in self.mapped):  # a body converted twice is one node to check and report
+            self.mapped.append(Mapped(rn, single, conversion, keep))
+        return outs
+
+    def _identify(self, op: str, inputs: list) -> onnx_recurrent.RecurrentNode:
+        """The ONNX node of this call: input i carries the ONNX name of the node's input i among its tensor names;
+        an absent input is a NullNode."""
+        got = [set() if _absent(o) else set(o.get_names()) for o in inputs]
+        while got and not got[-1]:
+            got.pop()
+        hits = [rn for (kind, names), rns in self.nodes.items() if kind == op and len(names) == len(got)
+                and all((n == "" and not g) or n in g for n, g in zip(names, got)) for rn in rns]
+        if any(o.get_element_type().is_dynamic() and not _absent(o) for o in inputs):
+            raise _Cascade()  # an input's producer failed: OpenVINO reports that node, or it was refused here
+        if not hits:
+            raise BadInput(f"OpenVINO's ONNX import passed rnnconv an {op} node it cannot find in the model by its "
+                           f"input names ({', '.join(sorted(n for g in got for n in g)) or 'none'})")
+        return hits[0]  # several: the same inputs and op, told apart by nothing rnnconv maps differently
+
+    def _single(self, rn: onnx_recurrent.RecurrentNode, inputs: list) -> tuple[ir.Model, list]:
+        """The node alone, as OpenVINO's import feeds it: constant inputs (folded chains of Constants included)
+        become initializers viewing OpenVINO's data, the others graph inputs with OpenVINO's partial shapes, where
+        it leaves a dim (or the rank) open, the spec's: N and T named, sizes from the weights."""
+        values: list[Optional[ir.Value]] = []
+        graph_inputs, initializers, keep = [], [], []
+        for i, (out, role) in enumerate(zip(inputs, onnx_recurrent.INPUTS[rn.op])):
+            name = f"in{i}"
+            if _absent(out):
+                values.append(None)
+                continue
+            array = _constant(out, keep)
+            if array is not None:
+                v = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(_dtype(out, array)),
+                             const_value=ir.Tensor(array, name=name, dtype=_dtype(out, array)))
+                initializers.append(v)
+            else:
+                v = ir.Value(name=name, shape=_shape(out, _spec_dims(rn, role, values)),
+                             type=ir.TensorType(_dtype(out)))
+                graph_inputs.append(v)
+            values.append(v)
+        x_type = values[0].type if values and values[0] is not None else ir.TensorType(ir.DataType.FLOAT)
+        outputs = [ir.Value(name=f"out{k}", type=x_type) for k in range(len(onnx_recurrent.OUTPUTS[rn.op]))]
+        attributes = [ir.Attr(a.name, a.type, a.value) for a in rn.node.attributes.values()]
+        node = ir.Node("", rn.op, values, attributes=attributes, outputs=outputs, name=rn.node.name or rn.name)
+        opset = rn.version
+        graph = ir.Graph(graph_inputs, outputs, nodes=[node], initializers=initializers, opset_imports={"": opset},
+                         name="rnnconv-node")
+        return ir.Model(graph, ir_version=max(4, schemas.min_ir_version(opset))), keep
+
+    def _graft(self, conversion: Conversion, inputs: list, rn) -> list:
+        """rnnconv's IR read by OpenVINO (from a temporary .bin it maps; unlinked at once, the mapping keeps it),
+        wired to the extension's inputs; the sources of its Results, one per ONNX output position."""
+        import openvino as ov
+
+        if self.core is None:
+            self.core = ov.Core()
+        fd, xml_path = tempfile.mkstemp(suffix=".xml", dir=self.tmp.name)
+        os.close(fd)
+        bin_path = xml_path[:-4] + ".bin"
+        try:
+            with open(bin_path, "wb") as f:
+                xml = ov_writer.write_to(conversion.graph, f)
+            Path(xml_path).write_bytes(xml)
+            sub = self.core.read_model(xml_path, bin_path)
+        finally:
+            for p in (xml_path, bin_path):
+                with contextlib.suppress(OSError):
+                    os.unlink(p)
+        by_name = {o.get_any_name(): o for o in sub.outputs}
+        outs = [by_name[f"out{k}"].get_node().input_value(0) for k in range(len(onnx_recurrent.OUTPUTS[rn.op]))]
+        for op in sub.get_ordered_ops():  # rnnconv's names stay inside: OpenVINO names the outputs after ONNX's
+            if op.get_type_name() not in ("Parameter", "Result"):
+                for o in op.outputs():
+                    o.get_tensor().set_names(set())
+        for p in sub.get_parameters():
+            src = inputs[int(p.get_friendly_name()[2:])]  # "in{i}"
+            if p.get_element_type() != src.get_element_type():
+                raise AssertionError(f"{rn.name}: rnnconv's IR wants {p.get_element_type()} at "
+                                     f"{p.get_friendly_name()}, OpenVINO gives {src.get_element_type()}")
+            for target in list(p.output(0).get_target_inputs()):
+                target.replace_source_output(src)
+        # The temporary Results would stay consumers of the grafted outputs as long as `sub` lives: detached.
+        zero = ov.op.Constant(np.zeros((), np.float32))
+        for r in sub.get_results():
+            r.input(0).replace_source_output(zero.output(0))
+        return outs
+
+
+class _Cascade(Exception):
+    """An input comes from a node that failed to convert: that node's failure is the one to report."""
+
+
+def _input_names(node: ir.Node) -> tuple[str, ...]:
+    names = [v.name if v is not None else "" for v in node.inputs]
+    while names and names[-1] == "":
+        names.pop()
+    return tuple(names)
+
+
+def _absent(out) -> bool:
+    return out.get_node().get_type_name() == "NullNode"
+
+
+def _strip_label(message: str) -> str:
+    """A message about the one-node model, without its own node label (the caller names the real node)."""
+    for op in onnx_recurrent.OPS:
+        if message.startswith(f"{op} node "):
+            head, sep, rest = message.partition(": ")
+            return rest if sep else message
+    return message
+
+
+def _spec_dims(rn: onnx_recurrent.RecurrentNode, role: str, values: list) -> Optional[list]:
+    """The spec's dims of a run-time input (ints where the node's attributes and weights say, N / T named, None
+    unknown); None for a weight."""
+    layer = rn.layer
+    D, H = layer.num_directions, layer.hidden_size
+    w = values[1] if len(values) > 1 else None
+    size = w.shape[-1] if w is not None and w.shape is not None and isinstance(w.shape[-1], int) else \
+        layer.input_size
+    by_layout = {"X": (["T", "N", size], ["N", "T", size]), "initial_h": ([D, "N", H], ["N", D, H]),
+                 "sequence_lens": (["N"], ["N"])}
+    by_layout["initial_c"] = by_layout["initial_h"]
+    spec = by_layout.get(role)
+    return None if spec is None else list(spec[layer.layout])
+
+
+def _shape(out, spec: Optional[list]) -> Optional[ir.Shape]:
+    """OpenVINO's partial shape of `out`, its open dims (or rank) filled from `spec`."""
+    ps = out.get_partial_shape()
+    if ps.rank.is_dynamic or (spec is not None and ps.rank.get_length() != len(spec)):
+        return None if spec is None else ir.Shape(spec)
+    return ir.Shape([d.get_length() if d.is_static else (spec[k] if spec is not None else None)
+                     for k, d in enumerate(ps)])
+
+
+def _dtype(out, array: Optional[np.ndarray] = None) -> ir.DataType:
+    name = out.get_element_type().get_type_name()
+    if name == "bf16":
+        return ir.DataType.BFLOAT16
+    if array is not None:
+        return ir.DataType.from_numpy(array.dtype)
+    return ir.DataType.from_numpy(np.dtype(out.get_element_type().to_dtype()))
+
+
+def _constant(out, keep: list) -> Optional[np.ndarray]:
+    """The value of an input made of Constants: a read-only view of a Constant's data (memory-mapped for external
+    data), or a chain of FOLDABLE ops over Constants evaluated by OpenVINO's own kernels; None otherwise."""
+    import openvino as ov
+
+    node = out.get_node()
+    kind = node.get_type_name()
+    if kind == "Constant":
+        keep.append(node)  # the view lives in the Constant's buffer
+        data = node.get_data()
+        if node.get_element_type() == ov.Type.bf16:  # returned as float16 bits
+            import ml_dtypes
+
+            data = data.view(ml_dtypes.bfloat16)
+        return data.reshape(tuple(node.get_shape()))
+    if kind not in FOLDABLE or node.get_output_size() != 1 or not out.get_partial_shape().is_static \
+            or out.get_element_type() == ov.Type.bf16:
+        return None
+    args = []
+    for v in node.input_values():
+        a = _constant(v, keep)
+        if a is None or a.dtype.name == "bfloat16":
+            return None
+        args.append(ov.Tensor(np.ascontiguousarray(a)))
+    result = ov.Tensor(out.get_element_type(), out.get_shape())
+    if not node.evaluate([result], args):
+        return None
+    return np.array(result.data)

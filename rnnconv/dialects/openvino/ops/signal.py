@@ -1,0 +1,67 @@
+"""Signal processing, both ways: ONNX STFT <-> OpenVINO STFT-15.
+
+ONNX STFT (opset 17) takes a real signal as [batch, length, 1] and a window as long as the frame; OpenVINO STFT-15
+takes [batch, length] or [length] and a window of at most frame_size samples, centred in the frame (zeros on both
+sides, the odd one on the right). Both give [batch, frames, frame_size / 2 + 1, 2] (OpenVINO: frames and bins
+swapped with transpose_frames), frames = (length - frame_size) / frame_step + 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rnnconv.dialects.openvino.ops.table import attr, mapping, reverse
+from rnnconv.errors import Unsupported
+
+
+@mapping("STFT", "STFT-opset15", "Squeeze-opset1")
+def stft(ctx, node):
+    """ONNX STFT (onnx__STFT, opset 17: real signal [batch, length, 1], frame_step, window as long as the frame,
+    onesided 1) -> OpenVINO STFT-15 (transpose_frames false) of the signal squeezed to [batch, length]."""
+    x, step, window, length = (ctx.inp(node, i) for i in range(4))
+    if not attr(node, "onesided", 1) or window is None or length is None or x.dims is None or x.dims[-1] != 1:
+        raise Unsupported(f"STFT node {node.name!r}: rnnconv maps a one-sided STFT of a real signal with a window "
+                          "and a frame_length")
+    signal = ctx.g.op("Squeeze", x, ctx.i64([2]))
+    return [ctx.g.op("STFT", signal, window, length, step, transpose_frames=False, version="opset15",
+                     name=node.name or None)]
+
+
+@reverse("STFT")
+def _from_stft(ctx):
+    """OpenVINO STFT-15 (signal [batch, length] or [length], window of at most frame_size samples centred in the
+    frame, frame_size, frame_step; transpose_frames) -> ONNX STFT (onnx__STFT, opset 17: signal [batch, length,
+    1], frame_step, the window zero-padded to frame_size, frame_length; onesided), Unsqueeze / Squeeze /
+    Transpose around it for a 1-D signal and transpose_frames."""
+    if ctx.opset < 17:
+        raise ctx.unsupported("ONNX STFT is new in opset 17", opset=17)
+    b = ctx.b
+    dims = ctx.dims(0)
+    if dims is None or len(dims) not in (1, 2):
+        raise ctx.unsupported("a signal that is not 1-D or 2-D")
+    frame = int(ctx.need_const(2, "frame_size").reshape(-1)[0])
+    window_dims = ctx.dims(1)
+    window = ctx.c(1)
+    if window is not None:
+        window = np.asarray(window).reshape(-1)
+        left = (frame - window.size) // 2
+        padded = np.zeros(frame, window.dtype)
+        padded[left:left + window.size] = window
+        window_v = b.const(padded, "window")
+    elif window_dims is not None and window_dims[0] == frame:
+        window_v = ctx.v(1)
+    elif window_dims is not None and window_dims[0] >= 0:
+        left = (frame - window_dims[0]) // 2
+        window_v = b.op1("Pad", ctx.v(1), b.i64([left, frame - window_dims[0] - left], "pads"))
+    else:
+        raise ctx.unsupported("a computed window of unknown length")
+    signal = b.axes_op("Unsqueeze", ctx.v(0), [0, 2] if len(dims) == 1 else [2])
+    out = b.op1("STFT", signal, ctx.as_i64(3, "frame_step"), window_v, b.i64(frame, "frame_length"), onesided=1)
+    if len(dims) == 1:
+        out = b.axes_op("Squeeze", out, [0])
+    if ctx.flag("transpose_frames"):
+        n = 3 if len(dims) == 1 else 4
+        perm = list(range(n))
+        perm[-3], perm[-2] = perm[-2], perm[-3]
+        out = b.transpose(out, perm)
+    return [b.op1("Identity", out, hint=ctx.hint)]
