@@ -3,26 +3,9 @@ without, the traceback and the same code with."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-from pathlib import Path
-
 import pytest
 
-from rnnconv.cli import main
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-
-
-def cli(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main([str(a) for a in argv])
-            code = 0
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
+from tests.conftest import FIXTURES, run_cli
 
 
 FAILURES = {  # name: (arguments (tmp_path -> list), documented code)
@@ -50,7 +33,7 @@ FAILURES = {  # name: (arguments (tmp_path -> list), documented code)
 @pytest.mark.parametrize("name", sorted(FAILURES))
 def test_documented_failure_keeps_its_code(name, debug, tmp_path):
     argv, code = FAILURES[name]
-    got, out, err = cli(*(["--debug"] if debug else []), *argv(tmp_path))
+    got, out, err = run_cli([*(["--debug"] if debug else []), *argv(tmp_path)])
     assert got == code, (out, err)
     if code == 1:  # a verdict, not an error: the report says it
         return
@@ -72,7 +55,7 @@ def test_internal_error_and_interrupt(debug, monkeypatch):
             raise error
 
         monkeypatch.setattr(inspect_command, "inspect", boom)
-        got, _, err = cli(*(["--debug"] if debug else []), "inspect", FIXTURES / "lstm.onnx")
+        got, _, err = run_cli([*(["--debug"] if debug else []), "inspect", FIXTURES / "lstm.onnx"])
         assert got == code and words in err, err
         assert ("Traceback" in err) == debug, err
 
@@ -80,7 +63,7 @@ def test_internal_error_and_interrupt(debug, monkeypatch):
 def test_help_lists_the_codes_and_every_command_has_an_example():
     from rnnconv.cli import COMMANDS, cli as group
 
-    code, out, _ = cli("--help")
+    code, out, _ = run_cli(["--help"])
     assert code == 0 and "70 internal error" in out and "130 interrupted" in out
     for name in COMMANDS:
         command = group.commands[name.replace("_", "-")]

@@ -4,8 +4,6 @@ constant, a model no drawn input can run. Every command handles them; numbers ar
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
 import numpy as np
@@ -16,20 +14,9 @@ from onnx import TensorProto as TP
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from rnnconv.cli import main
+from tests.conftest import run_cli
 
 T, N, I, H = 5, 2, 4, 6
-
-
-def cli(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main([str(a) for a in argv])
-            code = 0
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
 
 
 def weights(prefix="", peepholes=True):
@@ -90,28 +77,28 @@ def ort_run(path, feeds):
 
 def test_recurrent_node_in_an_if_body(tmp_path):
     src = lstm_in_if(tmp_path / "if.onnx")
-    code, out, err = cli("inspect", src, "--json")
+    code, out, err = run_cli(["inspect", src, "--json"])
     assert code == 0 and [n["name"] for n in json.loads(out)["nodes"]] == ["If_0/then_branch/lstm"], err
-    code, out, _ = cli("check", src, "--target", "openvino")
+    code, out, _ = run_cli(["check", src, "--target", "openvino"])
     assert code == 1 and "If_0/then_branch/lstm (LSTM-14): silently wrong: peepholes" in out
     feeds = {"X": np.random.default_rng(1).uniform(-1, 1, (T, N, I)).astype(np.float32),
              "sr": np.array(16000, np.int64)}
     up, l1, l0 = tmp_path / "up.onnx", tmp_path / "l1.onnx", tmp_path / "l0.onnx"
-    code, out, err = cli("upgrade", src, "-o", up)
+    code, out, err = run_cli(["upgrade", src, "-o", up])
     assert code == 0 and "ok   node If_0/then_branch/lstm [engine]" in out, out + err
     assert "note: " not in out  # sr was drawn as the 16000 it is compared with: the If ran the LSTM's branch
-    code, out, err = cli("layout", src, "-o", l1, "--to", "1", "--node", "If_0/then_branch/lstm")
+    code, out, err = run_cli(["layout", src, "-o", l1, "--to", "1", "--node", "If_0/then_branch/lstm"])
     assert code == 0, out + err
     body = next(a.g for a in onnx.load(l1).graph.node[-1].attribute if a.name == "then_branch")
     assert [a.i for n in body.node if n.op_type == "LSTM" for a in n.attribute if a.name == "layout"] == [1]
-    assert cli("layout", l1, "-o", l0, "--to", "0")[0] == 0
+    assert run_cli(["layout", l1, "-o", l0, "--to", "0"])[0] == 0
     for converted in (up, l0):
         np.testing.assert_allclose(ort_run(converted, feeds)[0], ort_run(src, feeds)[0], rtol=1e-5, atol=1e-6)
 
 
 def test_fixed_batch_state_sets_the_batch(tmp_path):
     src = fixed_batch_state(tmp_path / "m.onnx")
-    code, out, err = cli("upgrade", src, "-o", tmp_path / "up.onnx", "--json")
+    code, out, err = run_cli(["upgrade", src, "-o", tmp_path / "up.onnx", "--json"])
     assert code == 0, err
     shapes = {o["name"]: o["shape"] for c in json.loads(out)["checks"] for o in c["outputs"]}
     assert shapes["Y_h"] == [1, 1, H]  # the batch the state declares, not the default 3
@@ -119,7 +106,7 @@ def test_fixed_batch_state_sets_the_batch(tmp_path):
 
 def test_size_baked_into_a_reshape_is_tried(tmp_path):
     src = baked_reshape(tmp_path / "m.onnx")
-    code, out, err = cli("upgrade", src, "-o", tmp_path / "up.onnx")
+    code, out, err = run_cli(["upgrade", src, "-o", tmp_path / "up.onnx"])
     assert code == 0, out + err
     assert "note: inputs drawn with dynamic dims at 7, a size a Reshape in the model states" in out
 
@@ -131,16 +118,16 @@ def test_model_no_drawn_input_runs_is_exit_4_in_one_line(tmp_path):
     for d, name in zip(m.graph.output[0].type.tensor_type.shape.dim, "abc"):
         d.dim_param = name
     onnx.save(m, src)
-    code, out, err = cli("upgrade", src, "-o", tmp_path / "up.onnx")
+    code, out, err = run_cli(["upgrade", src, "-o", tmp_path / "up.onnx"])
     assert code == 4 and len(err.strip().splitlines()) == 1, err
     assert err.startswith("rnnconv: error: the model does not run on the inputs drawn for it (X float32[")
     assert "(try --dim, or --range, or --inputs, or --verify node)" in err
-    assert cli("upgrade", src, "-o", tmp_path / "up.onnx", "--verify", "node")[0] == 0
+    assert run_cli(["upgrade", src, "-o", tmp_path / "up.onnx", "--verify", "node"])[0] == 0
 
 
 @pytest.mark.parametrize("builder", [lstm_in_if, fixed_batch_state, baked_reshape])
 def test_verify_uses_the_same_drawing(builder, tmp_path):
     src = builder(tmp_path / "m.onnx")
-    assert cli("upgrade", src, "-o", tmp_path / "up.onnx", "--no-verify")[0] == 0
-    code, out, err = cli("verify", src, tmp_path / "up.onnx", "--engine", "onnxruntime")
+    assert run_cli(["upgrade", src, "-o", tmp_path / "up.onnx", "--no-verify"])[0] == 0
+    code, out, err = run_cli(["verify", src, tmp_path / "up.onnx", "--engine", "onnxruntime"])
     assert code == 0, out + err

@@ -98,7 +98,7 @@ def test_cli_unsupported_exit_3(tmp_path):
     model.graph.node.append(helper.make_node("NonMaxSuppression", ["X", "X"], ["n"]))
     path = tmp_path / "p.onnx"
     onnx.save(model, path)
-    # --route rnnconv: the default would take OpenVINO's import for these ops (tests/openvino/)
+    # --route rnnconv: the default would take OpenVINO's import for these ops (tests/dialects/openvino/test_frontend.py)
     res = subprocess.run([sys.executable, "-m", "rnnconv", "to-openvino", str(path), "-o", str(tmp_path / "p.xml"),
                           "--route", "rnnconv"], capture_output=True, text=True)
     assert res.returncode == 3, res.stderr

@@ -5,7 +5,6 @@ LSTM exactly, and nodes onnxruntime refuses are refused naming them."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -16,8 +15,8 @@ from rnnconv import io
 from rnnconv.dialects import onnx_quantized as dq
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.errors import BadInput
+from tests.conftest import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SOURCES = ["lstm7_bidirectional_peepholes_input_forget_seq_lens_initial_states", "lstm7_activations", "lstm14_forward"]
 
 

@@ -11,7 +11,6 @@ taken differently moves an output by 1e-3 or more and fails.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -35,8 +34,8 @@ from rnnconv.engine.op_dynamic_quantize_lstm import (
     quantize,
 )
 from rnnconv.errors import BadInput, NodeFailed
+from tests.conftest import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P",
           "W_scale", "W_zero_point", "R_scale", "R_zero_point")
 F32 = np.float32

@@ -5,7 +5,6 @@ onnx's reference, and NodeFailed naming the node that cannot run."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -21,8 +20,8 @@ from rnnconv.engine.onnxruntime_runtime import NODE_CONSTANT_BYTES, NodeSession
 from rnnconv.engine.op_dynamic_quantize_lstm import mlas_saturates
 from rnnconv.errors import EXIT_BAD_INPUT, BadInput, NodeFailed
 from rnnconv.verification.tolerance import TOLERANCES
+from tests.conftest import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(0)
 

@@ -15,8 +15,7 @@ from onnx import TensorProto, helper
 from rnnconv.commands import to_openvino as command
 from rnnconv.commands.to_openvino import to_openvino
 from rnnconv.errors import EXIT_UNSUPPORTED, Unsupported
-from tests.openvino.helpers import FIXTURES, conv_lstm, dynamic_quantize_lstm, if_lstm
-from tests.conftest import run_cli
+from tests.conftest import FIXTURES, conv_lstm, dynamic_quantize_lstm, if_lstm, run_cli
 
 INSTALL = "pip install 'rnnconv[openvino]'"
 

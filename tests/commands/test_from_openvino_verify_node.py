@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,16 +16,16 @@ from rnnconv.commands.from_openvino import from_openvino
 from rnnconv.dialects.openvino import gates
 from rnnconv.errors import VerificationFailed
 from rnnconv.verification import VERIFY_MODES
+from tests.conftest import FIXTURES, REPO
 
 ov = pytest.importorskip("openvino")
 import openvino.opset13 as op  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "fixtures" / "openvino"
+OPENVINO_FIXTURES = FIXTURES / "openvino"
 
 
 def test_node_mode_checks_each_layer_and_not_the_model(tmp_path):
-    xml = FIXTURES / "gru_bidirectional_dynamo.xml"
+    xml = OPENVINO_FIXTURES / "gru_bidirectional_dynamo.xml"
     result = from_openvino(xml, tmp_path / "m.onnx", verify="node")
     subjects = [c.subject for c in result.report.checks]
     assert subjects and all(s.startswith("node ") for s in subjects)
@@ -41,7 +40,7 @@ def test_a_wrong_gate_order_fails_the_node_check(tmp_path, monkeypatch):
     disagrees with its ONNX node and nothing is written."""
     monkeypatch.setitem(gates.ORDER, "LSTM", ("i", "f", "c", "o"))
     with pytest.raises(VerificationFailed) as err:
-        from_openvino(FIXTURES / "lstm_batch_first_legacy14.xml", tmp_path / "m.onnx", verify="node")
+        from_openvino(OPENVINO_FIXTURES / "lstm_batch_first_legacy14.xml", tmp_path / "m.onnx", verify="node")
     assert [c.subject for c in err.value.report.checks if not c.ok][0].startswith("node ")
     assert not (tmp_path / "m.onnx").exists()
 
@@ -52,7 +51,7 @@ def test_zero_states_and_full_lengths_stay_absent_in_the_layer_alone():
     from rnnconv.dialects.openvino import reader
     from rnnconv.dialects.openvino.to_onnx import Converter
 
-    conv = Converter(reader.read(FIXTURES / "lstm_batch_first_legacy14.xml"), 17, 0)
+    conv = Converter(reader.read(OPENVINO_FIXTURES / "lstm_batch_first_legacy14.xml"), 17, 0)
     conv.run()
     [rewritten] = conv.recurrent
     alone = Converter(rewritten.alone(), 17, 0)
@@ -95,9 +94,9 @@ def test_verify_modes_are_the_pipelines():
 
 def test_cli_verify_node(tmp_path):
     out = tmp_path / "m.onnx"
-    xml = FIXTURES / "gru_bidirectional_dynamo.xml"
+    xml = OPENVINO_FIXTURES / "gru_bidirectional_dynamo.xml"
     res = subprocess.run([sys.executable, "-m", "rnnconv", "from-openvino", str(xml), "-o", str(out), "--verify",
-                          "node", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+                          "node", "--json"], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     assert report["verified"] == "node" and out.exists()

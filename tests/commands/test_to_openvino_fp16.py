@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from rnnconv import io
 from rnnconv.commands.to_openvino import to_openvino, translate
 from rnnconv.dialects.openvino import reader
-from tests.openvino.helpers import FIXTURES, assert_close, conv_lstm, lstm_node, openvino_outputs, reference
+from tests.conftest import FIXTURES, assert_close, conv_lstm, lstm_node, openvino_outputs, reference
 
 H, I, T, N = 32, 16, 5, 3
 

@@ -10,7 +10,7 @@ import pytest
 from rnnconv.engine import openvino_runtime
 from rnnconv.errors import Unsupported
 from rnnconv.verification import checks, engines
-from tests.openvino.helpers import FIXTURES, conv_lstm
+from tests.conftest import FIXTURES, conv_lstm
 
 pytest.importorskip("openvino")
 

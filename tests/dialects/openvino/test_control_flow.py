@@ -12,7 +12,8 @@ import pytest
 from rnnconv import io
 from rnnconv.commands.from_openvino import from_openvino
 from rnnconv.engine.ir_graph import run_ir
-from tests.openvino import engine_gaps
+from tests.conftest import run_openvino
+from tests.engine import engine_gaps
 
 ov = pytest.importorskip("openvino")
 ort = pytest.importorskip("onnxruntime")
@@ -37,12 +38,6 @@ def save(tmp_path, outputs, params, fp16=False):
     return xml
 
 
-def ov_run(xml, feeds):
-    compiled = ov.Core().compile_model(str(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    res = compiled(feeds)
-    return {n: np.asarray(res[p]) for p in compiled.outputs for n in p.get_names()}
-
-
 def check(tmp_path, xml, feed_sets, *, full=True):
     """Convert; onnx.checker; onnxruntime and rnnconv's IR interpreter against OpenVINO on every input set."""
     verify = "full" if full else "none"
@@ -51,7 +46,7 @@ def check(tmp_path, xml, feed_sets, *, full=True):
     onnx.checker.check_model(str(tmp_path / "m.onnx"), full_check=True)
     sess = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
     for feeds in feed_sets:
-        want = ov_run(xml, feeds)
+        want = run_openvino(xml, feeds)
         got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
         mine = run_ir(xml, feeds, "float32")
         for k in got:
@@ -245,4 +240,4 @@ def test_a_recurrent_layer_in_a_branch_is_checked_alone(tmp_path):
     sess = ort.InferenceSession(io.to_proto(model).SerializeToString(), providers=["CPUExecutionProvider"])
     for flag_value in (1, -1):
         f = {**feeds, "flag": np.array(flag_value, F32)}
-        np.testing.assert_allclose(sess.run(None, f)[0], ov_run(xml, f)["h"], atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(sess.run(None, f)[0], run_openvino(xml, f)["h"], atol=1e-5, rtol=1e-5)

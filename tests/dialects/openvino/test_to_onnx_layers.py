@@ -15,7 +15,8 @@ from rnnconv import io
 from rnnconv.commands.from_openvino import from_openvino
 from rnnconv.engine.ir_graph import run_ir
 from rnnconv.errors import Unsupported
-from tests.openvino import engine_gaps
+from tests.conftest import run_openvino
+from tests.engine import engine_gaps
 
 ov = pytest.importorskip("openvino")
 ort = pytest.importorskip("onnxruntime")
@@ -158,12 +159,6 @@ def _model(name):
     return ov.Model([op.result(o) for o in outs], params, name), [rnd(s, 10 + k) for k, s in enumerate(shapes)]
 
 
-def _ov_run(xml, feeds):
-    compiled = ov.Core().compile_model(str(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    res = compiled(feeds)
-    return {n: np.asarray(res[p]) for p in compiled.outputs for n in p.get_names()}
-
-
 def _close(got, want, tol):
     assert got.shape == want.shape, (got.shape, want.shape)
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=tol, rtol=tol)
@@ -181,7 +176,7 @@ def test_layer_comes_back_from_openvino(tmp_path, name, fp16):
     result = from_openvino(xml, tmp_path / "m.onnx", inputs=feeds)
     assert result.report.ok and any(c.engines.startswith("OpenVINO") for c in result.report.checks)
     onnx.checker.check_model(str(tmp_path / "m.onnx"), full_check=True)
-    want = _ov_run(xml, feeds)
+    want = run_openvino(xml, feeds)
     sess = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
     got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
     mine = run_ir(xml, feeds, "float32")
@@ -217,11 +212,11 @@ def test_every_spelling_is_read(tmp_path):
     text = xml.read_text()
     assert 'type="ReLU"' in text and 'type="PReLU"' in text and 'type="SoftMax"' in text
     feeds = {"x": rnd([2, 3])}
-    want = _ov_run(xml, feeds)["y"]
+    want = run_openvino(xml, feeds)["y"]
     for spelled in (text, re.sub(r'type="(ReLU|PReLU|SoftMax)"', lambda m: f'type="{m.group(1).upper()}"', text),
                     text.replace('type="ReLU"', 'type="Relu"').replace('type="PReLU"', 'type="PRelu"')):
         xml.write_text(spelled)
-        assert _ov_run(xml, feeds)["y"].shape == want.shape  # OpenVINO reads this spelling too
+        assert run_openvino(xml, feeds)["y"].shape == want.shape  # OpenVINO reads this spelling too
         result = from_openvino(xml, None, inputs=feeds)
         sess = ort.InferenceSession(io.to_proto(result.model).SerializeToString(),
                                     providers=["CPUExecutionProvider"])
@@ -284,4 +279,4 @@ def test_integer_divide_floors_as_the_spec_says(tmp_path):
     np.testing.assert_array_equal(got, a // np.array([3, -3, 4, -4]))
     np.testing.assert_array_equal(run_ir(xml, {"x": a})["y"], got)
     if ov.__version__.startswith("2026.4"):
-        np.testing.assert_array_equal(_ov_run(xml, {"x": a})["y"], np.trunc(a / np.array([3, -3, 4, -4])))
+        np.testing.assert_array_equal(run_openvino(xml, {"x": a})["y"], np.trunc(a / np.array([3, -3, 4, -4])))

@@ -17,11 +17,11 @@ import pytest
 from rnnconv.commands.from_openvino import from_openvino
 from rnnconv.commands.to_openvino import to_openvino
 from rnnconv.commands.verify import verify
-from tests.openvino import engine_gaps
+from tests.conftest import FIXTURES, run_openvino
+from tests.engine import engine_gaps
 
 ov = pytest.importorskip("openvino")
 ort = pytest.importorskip("onnxruntime")
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FRONTEND = FIXTURES / "openvino" / "pytorch_frontend"
 
 
@@ -32,12 +32,6 @@ def _fixtures():
 
 def _torch():
     return sorted(p.name for p in (FIXTURES / "torch").glob("*.onnx"))
-
-
-def _ov_outputs(xml, feeds):
-    compiled = ov.Core().compile_model(str(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    res = compiled(feeds)
-    return {n: np.asarray(res[p]) for p in compiled.outputs for n in p.get_names()}
 
 
 def _round_trip(tmp_path, source: Path):
@@ -62,7 +56,7 @@ def _round_trip(tmp_path, source: Path):
             dtype = onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
             feeds[i.name] = (np.full(dims, 2, dtype) if dtype.kind in "iu" else
                              rng.uniform(-1, 1, dims).astype(dtype))
-        want = _ov_outputs(xml, feeds)
+        want = run_openvino(xml, feeds)
         sess = ort.InferenceSession(str(back), providers=["CPUExecutionProvider"])
         tol = 2e-3 if "float16" in source.name else 1e-4
         for o, got in zip(sess.get_outputs(), sess.run(None, feeds)):

@@ -68,7 +68,7 @@ def test_tensor_iterator_one_cell(tmp_path, kind, kw):
 
 
 def test_tensor_iterator_with_more_than_a_cell_is_an_onnx_loop(tmp_path):
-    """(tests/openvino/test_ir_control_flow.py checks its numbers.)"""
+    """(test_control_flow.py checks its numbers.)"""
     xml = tmp_path / "ti.xml"
     ov.save_model(tensor_iterator_ir("LSTM", extra_op=True), str(xml))
     model = from_openvino(xml, tmp_path / "back.onnx", verify="none").model

@@ -18,8 +18,9 @@ from rnnconv.commands import to_openvino as command
 from rnnconv.commands.to_openvino import to_openvino
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.errors import VerificationFailed
-from tests.openvino.helpers import (
+from tests.conftest import (
     FIXTURES,
+    OPENVINO_TOL,
     assert_close,
     conv_lstm,
     fixture_cases,
@@ -54,10 +55,10 @@ def test_every_fixture_and_pytorch_export_through_openvinos_import(tmp_path, nam
     feeds = fixture_feeds(path)
     got = openvino_outputs(xml, feeds)
     names = [o.name for o in onnx.load(str(path), load_external_data=False).graph.output]
-    assert_close(reference(path, feeds), got, names)
+    assert_close(reference(path, feeds), got, names, OPENVINO_TOL)
     if name.startswith("torch/"):
         data = np.load(path.with_suffix(".npz"))
-        assert_close({n: data[n] for n in names}, got, names)
+        assert_close({n: data[n] for n in names}, got, names, OPENVINO_TOL)
 
 
 @pytest.mark.parametrize("conv", ["1d", "2d"])
@@ -78,7 +79,7 @@ def test_convolutional_front_end_keeps_the_lstm_exact(tmp_path, conv):
         shape = [n] + [d.dim_value for d in x.type.tensor_type.shape.dim[1:-1]] + [length]
         feeds = {x.name: np.random.default_rng(length).uniform(-1, 1, shape).astype(np.float32)}
         ref = reference(model, feeds)
-        assert_close(ref, openvino_outputs(xml, feeds), ["logits", "Y_h"])
+        assert_close(ref, openvino_outputs(xml, feeds), ["logits", "Y_h"], OPENVINO_TOL)
         assert np.abs(plain_openvino(model, tmp_path, feeds)["logits"] - ref["logits"]).max() > 1e-3
 
 
@@ -93,7 +94,7 @@ def test_lstm_with_peepholes_in_an_if_body(tmp_path):
     for cond in (True, False):
         feeds = {"X": x, "cond": np.array(cond)}
         ref = reference(model, feeds)
-        assert_close(ref, openvino_outputs(xml, feeds), ["y"])
+        assert_close(ref, openvino_outputs(xml, feeds), ["y"], OPENVINO_TOL)
         if cond:  # the peephole branch: OpenVINO's own import drops P and input_forget
             assert np.abs(plain_openvino(model, tmp_path, feeds)["y"] - ref["y"]).max() > 1e-3
 
@@ -113,7 +114,7 @@ def test_the_own_writers_refusal_falls_back_to_openvinos_import(tmp_path):
     report = to_openvino(model, xml).report
     assert report.ok and any("rnnconv's own writer cannot convert it alone" in n for n in report.notes)
     feeds = {"X": rng.uniform(-1, 1, (4, 3, 2, 4)).astype(np.float32)}
-    assert_close(reference(model, feeds), openvino_outputs(xml, feeds), ["Y"])
+    assert_close(reference(model, feeds), openvino_outputs(xml, feeds), ["Y"], OPENVINO_TOL)
 
 
 def test_report_says_what_rnnconv_mapped_and_what_openvino_imported(tmp_path):
