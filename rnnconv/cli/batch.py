@@ -172,8 +172,8 @@ def run_batch(name: str, convert, plan: list, common: dict, *, jobs: int = 1, pr
                 try:
                     rows[i] = fut.result()
                 except Exception as err:  # the worker itself died (killed, out of memory)
-                    rows[i] = _row(plan[i][0], plan[i][1], EXIT_INTERNAL, f"worker process failed: {type(err).__name__}: "
-                                                               f"{err}", None, 0.0)
+                    rows[i] = _row(plan[i][0], plan[i][1], EXIT_INTERNAL,
+                                   f"worker process failed: {type(err).__name__}: {err}", None, 0.0)
                 bar.update(1)
     return _spelled(rows)
 

@@ -38,8 +38,9 @@ def convert_layout(source, output=None, *, to: int, nodes: Optional[Sequence[str
     current = conversion.source_opset(model)
     target = current if opset is None else opset
     if to == 1 and target < LAYOUT_SINCE:
+        where = "is" if opset is None else "would be"
         raise Unsupported(f"layout 1 needs opset {LAYOUT_SINCE} or higher (GRU/LSTM/RNN-{LAYOUT_SINCE}); the model "
-                          f"{'is' if opset is None else 'would be'} at opset {target}", fixes=(f"opset={LAYOUT_SINCE}",))
+                          f"{where} at opset {target}", fixes=(f"opset={LAYOUT_SINCE}",))
     select(model, nodes, to)  # unknown node names and nodes that cannot move fail before anything runs
     passes = [LayoutPass(to, nodes)]
     if target > current:

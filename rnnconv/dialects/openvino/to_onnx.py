@@ -1,4 +1,5 @@
-"""OpenVINO IR (versions 10 and 11) to ONNX, recurrent layers as ONNX GRU / LSTM / RNN (`rnnconv.commands.from_openvino`).
+"""OpenVINO IR (versions 10 and 11) to ONNX, recurrent layers as ONNX GRU / LSTM / RNN
+(`rnnconv.commands.from_openvino`).
 
 Specs: OpenVINO GRUSequence-5, LSTMSequence-5, RNNSequence-5, GRUCell-3, LSTMCell-1/4, RNNCell-0,
 TensorIterator-1 (docs.openvino.ai, Operation Specifications; ../shared/spec/) and ONNX GRU / LSTM / RNN
