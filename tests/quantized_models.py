@@ -78,8 +78,9 @@ def checked(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def quantize(model: onnx.ModelProto, folder: Path, stem: str, **options) -> Path:
-    """quantize_dynamic of `model`, written to folder/stem.onnx (the float source beside it, stem.float.onnx)."""
+def quantize(model: onnx.ModelProto, folder: Path, stem: str, *, as_written: bool = False, **options) -> Path:
+    """quantize_dynamic of `model`, written to folder/stem.onnx (the float source beside it, stem.float.onnx);
+    the domain import it forgets in subgraphs added, unless `as_written`."""
     from onnxruntime.quantization import quantize_dynamic
 
     logging.getLogger().setLevel(logging.ERROR)  # quantize_dynamic logs a warning per model
@@ -87,7 +88,7 @@ def quantize(model: onnx.ModelProto, folder: Path, stem: str, **options) -> Path
     onnx.save(model, str(source))
     quantize_dynamic(str(source), str(out), **options)
     written = onnx.load(str(out))
-    if not any(o.domain == DOMAIN for o in written.opset_import):
+    if not as_written and not any(o.domain == DOMAIN for o in written.opset_import):
         # With EnableSubgraph, quantize_dynamic puts the op in the body without importing its domain (onnxruntime
         # runs that, onnx.checker refuses it): the import it forgot.
         written.opset_import.append(helper.make_opsetid(DOMAIN, 1))

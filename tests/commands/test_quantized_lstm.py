@@ -427,3 +427,24 @@ def test_node_names_survive_opset_steps(tmp_path):
         assert all(got.count(name) == 1 for name in names), got  # each under its own name, once
         renamed = [g for g in got if g not in names and any(g.startswith(name + "_") for name in names)]
         assert not renamed, renamed  # no `/rnn/Squeeze_1_3`
+
+
+def test_the_domain_import_quantize_dynamic_forgets_in_a_body_is_added(tmp_path):
+    """quantize_dynamic writes a DynamicQuantizeLSTM into an If body without importing com.microsoft: onnx.checker
+    refuses that, onnxruntime runs it; rnnconv reads it with a warning and writes the import."""
+    build, options, _ = VARIANTS["if_body"]
+    path = quantize(build(), tmp_path, "raw", as_written=True, **options)
+    assert DOMAIN not in {o.domain for o in onnx.load(str(path)).opset_import}
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(onnx.load(str(path)))
+    out = tmp_path / "up.onnx"
+    code, _, err = cli("upgrade", path, "-o", out)
+    assert code == 0, err
+    assert "no import of it" in err and "com.microsoft version 1" in err
+    result = onnx.load(str(out))
+    onnx.checker.check_model(result, full_check=True)
+    assert {o.domain: o.version for o in result.opset_import}[DOMAIN] == 1
+    given = feeds(path)
+    want, got = ort_run(path, given), ort_run(out, given)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
