@@ -200,7 +200,7 @@ def convert(source, output, *, command: str, passes: Sequence[Pass], verify: str
             tick(next(step), total, "whole model")
             report.checks.extend(checks.check_models(onnx_model(original, io.source_name(source)),
                                                      onnx_model(model), options, skipped=report.skipped,
-                                                     notes=report.notes))
+                                                     notes=report.notes, placements=report.placements))
         if not report.ok:
             raise VerificationFailed(f"{command}: {report.verdict()}; nothing written", report)
         if output is not None:

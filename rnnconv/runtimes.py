@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -35,9 +36,10 @@ class Finding:
     effect: str  # REFUSES or WRONG
     problem: str
     fix: str  # the rnnconv command (with MODEL / OUT placeholders filled in) that removes the problem
+    max_abs_diff: Optional[float] = None  # DIFFERS, measured: the largest |target - defining runtime| of a run
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "max_abs_diff" or v is not None}
 
 
 def _fixes(model: str) -> dict[str, str]:
@@ -130,9 +132,11 @@ def node_findings(rn: onnx_recurrent.RecurrentNode, target: str, model: str = "M
 
 
 
-def quantized_findings(q, target: str, model: str = "MODEL", measured: str = "") -> list[Finding]:
+def quantized_findings(q, target: str, model: str = "MODEL", measured: str = "",
+                       max_abs_diff: Optional[float] = None) -> list[Finding]:
     """What `target` does with a com.microsoft DynamicQuantizeLSTM (dialects/onnx_quantized.QuantizedLSTM), whose
-    definition is onnxruntime's kernel; `measured`: what a run of the node alone found (check adds it)."""
+    definition is onnxruntime's kernel; `measured`, `max_abs_diff`: what a run of the node alone found (check adds
+    them)."""
     fix = _fixes(model)
     if target == "onnxruntime":
         return []  # its own op, as its CPU kernel defines it
@@ -140,7 +144,7 @@ def quantized_findings(q, target: str, model: str = "MODEL", measured: str = "")
         problem = ("OpenVINO's ONNX import runs it, computed otherwise than onnxruntime's kernel (which defines "
                    "the op): other numbers, no error")
         return [Finding(target, q.name, q.op, q.version, DIFFERS, problem + (f" ({measured})" if measured else ""),
-                        fix["dequantize"])]
+                        fix["dequantize"], max_abs_diff)]
     if target == "onnx-reference":
         return [Finding(target, q.name, q.op, q.version, REFUSES, "onnx's ReferenceEvaluator has no com.microsoft "
                         "ops", f"{fix['dequantize']}; or {fix['engine']}")]

@@ -41,5 +41,9 @@ def command(model, as_json):
     for r in table:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for n in info["nodes"]:
+        if "domain" in n:  # a quantized node: how its weights are stored
+            stored = (f"{n['weights']} weights, one scale per {'gate row' if n['per_channel'] else 'direction'}"
+                      if n["weights"] else "weights computed at run time")
+            click.echo(f"  {n['name']}: {n['domain']}, {stored}")
         for rt, why in n["why_not"].items():
             click.echo(f"  {n['name']}: {rt}: {'; '.join(why)}")

@@ -4,7 +4,7 @@ with the rnnconv command that fixes each (the facts: `rnnconv.runtimes`)."""
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import Iterable, Optional
 
 import numpy as np
 
@@ -37,30 +37,31 @@ def _findings(model, nodes, quantized, targets, label) -> list[Finding]:
     found = [f for rn in nodes for t in targets for f in node_findings(rn, t, label)]
     for q in quantized:
         for t in targets:
-            measured = measure_openvino(model, q) if t == "openvino" else ""
-            found += quantized_findings(q, t, label, measured)
+            measured, diff = measure_openvino(model, q) if t == "openvino" else ("", None)
+            found += quantized_findings(q, t, label, measured, diff)
     return found
 
 
-def measure_openvino(model, q: onnx_quantized.QuantizedLSTM) -> str:
+def measure_openvino(model, q: onnx_quantized.QuantizedLSTM) -> tuple[str, Optional[float]]:
     """How far OpenVINO's import of a DynamicQuantizeLSTM is from onnxruntime's run, the node alone on random
-    inputs (its real weights)."""
+    inputs (its real weights): the text for the finding, and the largest |difference| over its outputs (None when
+    not measured)."""
     from rnnconv.engine import openvino_runtime
     from rnnconv.verification import checks, extract
     from rnnconv.verification.model import onnx_model
     from rnnconv.verification.specs import input_specs
 
     if not openvino_runtime.available():
-        return "not measured: openvino is not installed"
+        return "not measured: openvino is not installed", None
     alone = onnx_model(extract.recurrent_node(q, dict(model.opset_imports), model.ir_version))
     sets = checks.input_sets(input_specs(alone), checks.CheckOptions())
     ort_run, ov_run = (checks.run(alone, engine, sets, isolate=True) for engine in ("onnxruntime", "openvino"))
     if not (ort_run.ok and ov_run.ok):
-        return f"not measured: {(ort_run.error or ov_run.error)}"
+        return f"not measured: {(ort_run.error or ov_run.error)}", None
     diff = max(float(np.max(np.abs(np.asarray(ov_run.outputs[0][k], np.float64) - ort_run.outputs[0][k]), initial=0))
                for k in ort_run.outputs[0] if k in ov_run.outputs[0])
     return (f"measured on the node alone, random inputs {checks.describe_inputs(sets[0][1])}: max |diff| "
-            f"{diff:.3g} from onnxruntime")
+            f"{diff:.3g} from onnxruntime"), diff
 
 
 def check(model, targets: Iterable[str] = TARGETS) -> dict:

@@ -14,9 +14,9 @@ from typing import Optional
 import numpy as np
 
 from rnnconv import conversion
-from rnnconv.dialects import onnx_quantized
+from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.engine.op_dynamic_quantize_lstm import mlas_saturates
-from rnnconv.errors import Unsupported
+from rnnconv.errors import Unsupported, VerificationFailed
 from rnnconv.passes.dequantize import DequantizePass
 from rnnconv.verification.checks import CheckOptions
 from rnnconv.verification.tolerance import DEQUANTIZED_ATOL, DEQUANTIZED_RTOL
@@ -38,13 +38,23 @@ def dequantize(source, output=None, *, verify: str = "full", force: bool = False
     default tolerance is the "dequantized" one."""
     model = conversion.load(source)
     if not onnx_quantized.holds(model):
+        floats = ", ".join(f"{rn.name} ({rn.op})" for rn in onnx_recurrent.find(model))
         raise Unsupported(f"the model holds no {onnx_quantized.DOMAIN} {onnx_quantized.OP} node: nothing to "
-                          f"dequantize")
+                          f"dequantize; " + (f"its recurrent nodes {floats} compute in float already: use the model "
+                                             f"as it is (`rnnconv check` lists what each runtime does with them)"
+                                             if floats else "it holds no recurrent node (dequantize replaces "
+                                             f"{onnx_quantized.OP} only; other quantized ops stay as they are)"))
     saturating = [q.name for q in onnx_quantized.find(model) if _full_range(q)] if mlas_saturates() else []
-    result = conversion.convert(source, output, command="dequantize", passes=[DequantizePass()], verify=verify,
-                                options=CheckOptions.of(**check, dequantized=True), force=force,
-                                external_data=external_data, progress=progress, loaded=model)
-    result.report.notes[:0] = [NOTE] + ([SATURATION.format(", ".join(saturating))] if saturating else [])
+    notes = [NOTE] + ([SATURATION.format(", ".join(saturating))] if saturating else [])
+    try:
+        result = conversion.convert(source, output, command="dequantize", passes=[DequantizePass()], verify=verify,
+                                    options=CheckOptions.of(**check, dequantized=True), force=force,
+                                    external_data=external_data, progress=progress, loaded=model)
+    except VerificationFailed as err:  # why it may fail belongs in the failure's report most of all
+        if err.report is not None:
+            err.report.notes[:0] = notes
+        raise
+    result.report.notes[:0] = notes
     return result
 
 

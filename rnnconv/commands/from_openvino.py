@@ -82,7 +82,8 @@ def from_openvino(xml, output=None, *, bin=None, opset: Optional[int] = None, la
     if verify == "full":
         source = ir_model(graph, str(xml), xml, bin_path if bin_path.exists() else None)
         report.checks.extend(checks.check_models(source, onnx_model(model), options, runtime=runtime,
-                                                 skipped=report.skipped, notes=report.notes))
+                                                 skipped=report.skipped, notes=report.notes,
+                                                 placements=report.placements))
     if not report.ok:
         raise VerificationFailed(f"from-openvino: {report.verdict()}; nothing written", report)
     if output is not None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from rnnconv import io
 from rnnconv.errors import BadInput, Unsupported, UsageError
-from rnnconv.verification.checks import CheckOptions, input_sets, runnable_sets
+from rnnconv.verification.checks import CheckOptions, input_sets, merge_placements, placements_note, runnable_sets
 from rnnconv.verification.engines import ENGINES, CannotRun, run
 from rnnconv.verification.inputs import check_dim_names, read_inputs
 from rnnconv.verification.model import open_model
@@ -107,7 +107,10 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
         for side in ("reference", "candidate"):
             for eng in list(active[side]):
                 try:
-                    results[(side, eng)] = run(eng, models[side], feeds)
+                    placed: dict = {}
+                    results[(side, eng)] = run(eng, models[side], feeds, placements=placed)
+                    if placed:  # rnnconv's engine: where each node ran
+                        merge_placements(report.placements.setdefault(side, {}), placed)
                 except CannotRun as err:
                     if not exploring[side]:
                         raise Unsupported(f"{side} {models[side].label}: {eng} cannot run it: {err} (see "
@@ -140,6 +143,8 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
             subject = f"{side}[{eng}]" + (f" run {k}" if n_runs > 1 else "")
             report.checks.append(Check(subject, f"{side}[{eng}] vs {report.baseline}", comparisons, run=k))
     report.engines = {side: active[side] for side in active}
+    placed_note = placements_note(report.placements)
+    report.notes.extend([placed_note] if placed_note else [])
     if save_inputs is not None:
         _savez(save_inputs, saved_inputs)
     if save_outputs is not None:

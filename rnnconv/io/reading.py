@@ -8,6 +8,7 @@ loads and saves in ~73 MiB, where raw protobuf needs ~2 GiB and cannot hold a te
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Union
 
@@ -16,7 +17,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from rnnconv import schemas
-from rnnconv.errors import BadInput, IOFailure, Unsupported
+from rnnconv.errors import BadInput, IOFailure, RnnconvWarning, Unsupported
 
 ModelSource = Union[str, os.PathLike, "onnx.ModelProto", ir.Model]
 
@@ -32,6 +33,11 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
     if isinstance(source, onnx.ModelProto):
         _check_graph(source, "<ModelProto>")
         _check_tensors(source, "<ModelProto>")
+        if _missing_domains(source):
+            copied = onnx.ModelProto()
+            copied.CopyFrom(source)  # the caller's proto is never changed
+            source = copied
+            _import_used_domains(source, "<ModelProto>")
         if check:
             _check_proto(source, "<ModelProto>")
         return _deserialize(source, "<ModelProto>", check)
@@ -57,9 +63,10 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
     _check_graph(proto, str(path))
     _check_external_data(proto, path)
     _check_tensors(proto, str(path))
+    imported = _import_used_domains(proto, str(path))
     if check:
         # By path, so onnx resolves external data against the model's folder, not the working directory.
-        _check_proto(str(path), str(path))
+        _check_proto(proto if imported else str(path), str(path))
     model = _deserialize(proto, str(path), check)
     ir.external_data.set_base_dir(model.graph, str(path.parent))
     return model
@@ -99,6 +106,30 @@ def _check_graph(proto: "onnx.ModelProto", where: str) -> None:
     if opset is not None and opset > latest:
         raise Unsupported(f"{where}: default-domain opset {opset} is newer than the installed onnx knows "
                           f"({latest}); upgrade onnx, or export at opset {latest} or older")
+
+
+# Domains onnxruntime's own tools write without importing them (quantize_dynamic inside If bodies): version 1 is
+# the only one onnxruntime defines.
+IMPLIED_DOMAINS = {"com.microsoft": 1}
+
+
+def _missing_domains(proto: "onnx.ModelProto") -> set[str]:
+    imported = {o.domain for o in proto.opset_import}
+    used = {node.domain for graph in _all_graphs(proto.graph) for node in graph.node}
+    used |= {node.domain for f in proto.functions for node in f.node}
+    return {d for d in used if d in IMPLIED_DOMAINS and d not in imported}
+
+
+def _import_used_domains(proto: "onnx.ModelProto", where: str) -> bool:
+    """Add the import of a domain the model's nodes use without importing it, with a warning: onnx.checker
+    refuses such a model, onnxruntime runs it."""
+    missing = sorted(_missing_domains(proto))
+    for domain in missing:
+        proto.opset_import.append(onnx.helper.make_opsetid(domain, IMPLIED_DOMAINS[domain]))
+        warnings.warn(RnnconvWarning(f"{where}: nodes of domain {domain} but no import of it (as onnxruntime's "
+                                     f"quantize_dynamic writes into subgraphs): read as {domain} version "
+                                     f"{IMPLIED_DOMAINS[domain]}, and written so"))
+    return bool(missing)
 
 
 def _check_tensors(proto: "onnx.ModelProto", where: str) -> None:
@@ -204,6 +235,16 @@ def _declared_nbytes(tensor: "onnx.TensorProto") -> int | None:
 
 _SUB_BYTE_TYPES = {getattr(onnx.TensorProto, t) for t in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
                    if hasattr(onnx.TensorProto, t)}
+
+
+def _all_graphs(graph: "onnx.GraphProto"):
+    """The graph and every subgraph in its nodes' attributes, at any depth."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            for g in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
+                      attr.graphs if attr.type == onnx.AttributeProto.GRAPHS else []):
+                yield from _all_graphs(g)
 
 
 def _all_initializers(graph: "onnx.GraphProto"):

@@ -17,6 +17,10 @@ refusal is one rnnconv knows (`rnnconv.runtimes`): then rnnconv's engine stands 
 that cannot run at all is reported as skipped, with the reason: the IR interpreter's, when the IR holds layers it has
 no kernel for (what OpenVINO's own ONNX import made, on to-openvino's OpenVINO route), which leaves the runtime's.
 
+rnnconv's engine runs a whole model with its own kernels and onnx's reference, and hands the nodes the reference
+lacks or computes otherwise to onnxruntime one by one (contrib ops of quantized or fused models): the report says
+where each node ran (`placements`) and names those in one note.
+
 Layers whose weights pass BIG_WEIGHT_BYTES are checked in float32 with a small batch and sequence (each step reads
 every weight once), so that verifying a big model costs about its size once in memory.
 """
@@ -33,6 +37,7 @@ import onnx_ir as ir
 from rnnconv import runtimes
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.engine import ir_graph, openvino_runtime
+from rnnconv.engine.onnx_graph import ONNXRUNTIME_OPS, Placements
 from rnnconv.errors import BadInput, RnnconvError, human_size
 from rnnconv.verification import engines
 from rnnconv.verification.inputs import (
@@ -134,6 +139,7 @@ class Run:
     precision: str = "float64"
     outputs: list = dataclasses.field(default_factory=list)
     error: Optional[engines.CannotRun] = None
+    placements: Placements = dataclasses.field(default_factory=dict)  # rnnconv's ONNX engine: where nodes ran
 
     @property
     def label(self) -> str:
@@ -148,10 +154,21 @@ def run(model: Model, engine: str, sets: list, *, precision: str = "float64", is
     out = Run(model, engine, precision)
     try:
         for feeds, _ in sets:
-            out.outputs.append(engines.run(engine, model, feeds, precision=precision, isolate=isolate))
+            placed: Placements = {}
+            out.outputs.append(engines.run(engine, model, feeds, precision=precision, isolate=isolate,
+                                           placements=placed))
+            merge_placements(out.placements, placed)
     except engines.CannotRun as err:
-        out.error, out.outputs = err, []
+        out.error, out.outputs, out.placements = err, [], {}
     return out
+
+
+def merge_placements(into: Placements, placed: Placements) -> None:
+    """Counts of nodes, not of runs: a model run on several input sets places each node once."""
+    for op, counts in placed.items():
+        mine = into.setdefault(op, {})
+        for place, n in counts.items():
+            mine[place] = max(mine.get(place, 0), n)
 
 
 def compare_runs(subject: str, ref: Run, cand: Run, options: CheckOptions, names: Sequence[str],
@@ -301,7 +318,43 @@ def start_runtime(before: Model, after: Model, options: CheckOptions, worker, *,
     return Started(sets, engines.Pending(after, sets[0][0], worker))
 
 
-def check_models(before: Model, after: Model, options: CheckOptions, *, runtime: Optional[bool] = None,
+def check_models(before: Model, after: Model, options: CheckOptions, *, placements: Optional[dict] = None,
+                 notes: Optional[list] = None, **kwargs) -> list[Check]:
+    """`before` against `after` (_check_models, below). `placements`: filled with where rnnconv's engine ran each
+    node of each model ({"source": Placements, "converted": Placements}); `notes` gets one line naming the nodes
+    it handed to onnxruntime (ops onnx's reference lacks or computes otherwise), when there are any."""
+    notes = [] if notes is None else notes
+    ran: list[Run] = []
+    found = _check_models(before, after, options, notes=notes, ran=ran, **kwargs)
+    placed: dict = {} if placements is None else placements
+    for r in ran:
+        if r.engine == "rnnconv" and r.ok and r.placements:
+            merge_placements(placed.setdefault("source" if r.model is before else "converted", {}), r.placements)
+    note = placements_note(placed)
+    notes.extend([note] if note else [])
+    return found
+
+
+def placements_note(placements: Mapping[str, Placements]) -> Optional[str]:
+    """`engine: onnxruntime computed MatMulInteger 2 (...), node by node`: the nodes rnnconv's engine computed
+    with neither its own kernels nor onnx's reference, per model (`placements` as check_models fills it); None when
+    there are none."""
+    def listed(placed: Placements) -> str:
+        return ", ".join(f"{op} {counts['onnxruntime']} ("
+                         f"{'onnx reference computes it otherwise' if op in ONNXRUNTIME_OPS else 'no onnx reference'})"
+                         for op, counts in sorted(placed.items()) if counts.get("onnxruntime"))
+
+    by_side = {side: listed(placed) for side, placed in placements.items()}
+    if not any(by_side.values()):
+        return None
+    if len(set(by_side.values())) == 1:
+        return f"engine: onnxruntime computed {by_side.popitem()[1]}, node by node"
+    return "engine: onnxruntime computed, node by node: " + "; ".join(
+        f"in the {side}{' model' if side == 'converted' else ''}: {text or 'nothing'}"
+        for side, text in by_side.items())
+
+
+def _check_models(before: Model, after: Model, options: CheckOptions, *, ran: list, runtime: Optional[bool] = None,
                  isolate: bool = False, skipped: Optional[list] = None, notes: Optional[list] = None,
                  precision: Optional[str] = None, started: Optional[Started] = None) -> list[Check]:
     """`before` against `after` on the same inputs (see the module's table). `runtime`: run the OpenVINO
@@ -323,6 +376,7 @@ def check_models(before: Model, after: Model, options: CheckOptions, *, runtime:
     # The reference: the source in its first engine that runs it, on the first input sets it runs on.
     first = ["onnxruntime", "rnnconv"] if cross and before.format == "onnx" else ["rnnconv"]
     sets, ref, note = runnable_sets(before, specs, options, first, small=small, precision=precision, isolate=isolate)
+    ran.append(ref)
     notes.extend([note] if note else [])
     gap = _interpreter_gap(after)
     if gap:  # the ops OpenVINO's own import made: its runtime's run is the whole-model check
@@ -336,6 +390,7 @@ def check_models(before: Model, after: Model, options: CheckOptions, *, runtime:
         checks = []
     else:
         cand = run(after, "rnnconv", sets, precision=precision)
+        ran.append(cand)
         checks = compare_runs("model", ref, cand, options, names, declared)
 
     # The runtimes: each model in its own (onnxruntime for ONNX, OpenVINO for IR).
@@ -359,8 +414,10 @@ def check_models(before: Model, after: Model, options: CheckOptions, *, runtime:
         return run(model, engine, sets, isolate=isolate), None
 
     def stand_in(model: Model) -> Run:
-        return ref if ref.engine == "rnnconv" and ref.model is model else run(model, "rnnconv", sets,
-                                                                              precision=precision)
+        if ref.engine == "rnnconv" and ref.model is model:
+            return ref
+        ran.append(run(model, "rnnconv", sets, precision=precision))
+        return ran[-1]
 
     (rb, skip_b), (ra, skip_a) = runtime_run(before), runtime_run(after)
     for side in (rb, ra):

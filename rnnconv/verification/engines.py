@@ -55,8 +55,9 @@ def can_read(engine: str, model: Model) -> Optional[str]:
 
 
 def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision: str = "float64",
-        isolate: bool = False) -> dict[str, np.ndarray]:
-    """Run `model` in `engine`, outputs by name. `isolate`: a real runtime runs in a child process."""
+        isolate: bool = False, placements: Optional[dict] = None) -> dict[str, np.ndarray]:
+    """Run `model` in `engine`, outputs by name. `isolate`: a real runtime runs in a child process; `placements`:
+    filled by rnnconv's ONNX engine with where each node ran (engine.onnx_graph.run_onnx)."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)} or all")
     why = can_read(engine, model)
@@ -64,7 +65,7 @@ def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision
         raise CannotRun(why)
     try:
         if engine == "rnnconv":
-            return _run_rnnconv(model, feeds, precision)
+            return _run_rnnconv(model, feeds, precision, placements)
         if engine == "onnxruntime":
             return _run_onnxruntime(model, feeds, isolate)
         return _run_openvino(model, feeds, isolate)
@@ -89,11 +90,11 @@ def _inputs_of(model: Model) -> set[str]:
     return {ovir.parameter_name(p) for p in model.graph.parameters()}
 
 
-def _run_rnnconv(model: Model, feeds, precision: str) -> dict[str, np.ndarray]:
+def _run_rnnconv(model: Model, feeds, precision: str, placements: Optional[dict]) -> dict[str, np.ndarray]:
     wanted = _inputs_of(model)
     feeds = {k: v for k, v in feeds.items() if k in wanted}
     if model.format == "onnx":
-        return run_onnx(model.onnx, feeds, precision)
+        return run_onnx(model.onnx, feeds, precision, placements)
     try:
         return run_ir(model.graph, feeds, precision)
     finally:

@@ -21,6 +21,8 @@ class Report:
     output: Optional[str] = None
     skipped: list[str] = dataclasses.field(default_factory=list)  # checks not run: what, and why
     notes: list[str] = dataclasses.field(default_factory=list)  # how the checks were made (inputs, engines)
+    # where rnnconv's engine ran each node of the whole-model runs: {"source" | "converted": {op: {place: count}}}
+    placements: dict = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -29,7 +31,7 @@ class Report:
     def as_dict(self) -> dict:
         return {"command": self.command, "ok": self.ok, "verified": self.verified, "output": self.output,
                 "rewrites": self.rewrites, "checks": [c.as_dict() for c in self.checks], "skipped": self.skipped,
-                "notes": self.notes}
+                "notes": self.notes, "placements": self.placements}
 
     def to_json(self) -> str:
         return json.dumps(finite_json(self.as_dict()), indent=2, default=_json_default)

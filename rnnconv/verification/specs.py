@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects import onnx_recurrent
+from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.dialects.onnx_recurrent import constant_array
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.errors import BadInput
@@ -49,7 +49,7 @@ def _onnx_specs(model: ir.Model) -> dict[str, InputSpec]:
                 dims.append(sym if isinstance(sym, str) and sym else None)
         specs[v.name] = InputSpec(v.name, numpy_dtype(v.dtype) or np.dtype(np.float32), dims)
 
-    for rn in onnx_recurrent.find(model):
+    for rn in [*onnx_recurrent.find(model), *onnx_quantized.find(model)]:  # DynamicQuantizeLSTM: LSTM's inputs
         t_axis, n_axis = (1, 0) if rn.layer.layout else (0, 1)
         x = rn.inputs["X"]
         batch_axes = []  # every (input, axis) this node's batch is read from

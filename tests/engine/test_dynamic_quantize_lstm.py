@@ -149,15 +149,22 @@ def configurations(draw):
     return inputs, attributes, outputs, threads
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(configurations())
-def test_kernel_matches_onnxruntime(config):
-    inputs, attributes, outputs, threads = config
-    want = ort_run(node_model(inputs, attributes, outputs), inputs, threads)
-    # Unbounded activations (Relu, Affine, ...) for g and h can make the recurrence diverge: onnxruntime's
-    # min/max search over NaN depends on operand order (not modelled), and such outputs say nothing anyway.
-    assume(all(np.all(np.isfinite(v)) and np.abs(v).max(initial=0) < 1e30 for v in want.values()))
-    assert_agree(kernel_run(inputs, attributes, outputs, threads), want)
+def test_kernel_matches_onnxruntime():
+    compared = []  # configurations that reached the comparison: `assume` discards some, the health checks are off
+
+    @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(configurations())
+    def kernel_matches_onnxruntime(config):
+        inputs, attributes, outputs, threads = config
+        want = ort_run(node_model(inputs, attributes, outputs), inputs, threads)
+        # Unbounded activations (Relu, Affine, ...) for g and h can make the recurrence diverge: onnxruntime's
+        # min/max search over NaN depends on operand order (not modelled), and such outputs say nothing anyway.
+        assume(all(np.all(np.isfinite(v)) and np.abs(v).max(initial=0) < 1e30 for v in want.values()))
+        assert_agree(kernel_run(inputs, attributes, outputs, threads), want)
+        compared.append(config)
+
+    kernel_matches_onnxruntime()
+    assert len(compared) >= 50, f"only {len(compared)} configurations reached the comparison"
 
 
 def _config(N=2, H=16, I=32, T=6, seed=5, half=127):
