@@ -6,8 +6,6 @@ LSTM. Every expected value is read with onnx or computed with onnxruntime and Op
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 from pathlib import Path
@@ -17,7 +15,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from rnnconv.cli import main
+from tests.conftest import run_cli
 from tests.quantized_models import (
     DOMAIN,
     OP,
@@ -49,17 +47,6 @@ VARIANTS = {
     "mixed": (float_two_lstms, {"nodes_to_quantize": ["lstm"]}, "lstm_quant"),
 }
 PATHS = {**{k: v[2] for k, v in VARIANTS.items()}, "function": "function QLSTM/lstm_quant"}
-
-
-def cli(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main([str(a) for a in argv])
-            code = 0
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +88,7 @@ def test_inspect_has_a_row_per_quantized_lstm(models, name):
     model = onnx.load(str(models[name]))
     [(path, node, values)] = quantized_nodes(model)
     assert path == PATHS[name]
-    code, out, err = cli("inspect", models[name], "--json")
+    code, out, err = run_cli(["inspect", models[name], "--json"])
     assert code == 0, err
     rows = [r for r in json.loads(out)["nodes"] if r["op"] == OP]
     assert [r["name"] for r in rows] == [path]
@@ -114,7 +101,7 @@ def test_inspect_has_a_row_per_quantized_lstm(models, name):
     assert row["direction"] == attributes.get("direction", b"forward").decode()
     floats = [n.name for _, g, _ in graphs(model) for n in g.node if n.op_type == "LSTM"]
     assert sorted(r["name"] for r in json.loads(out)["nodes"] if r["op"] == "LSTM") == sorted(floats)
-    code, out, _ = cli("inspect", models[name])
+    code, out, _ = run_cli(["inspect", models[name]])
     assert code == 0 and re.search(rf"^{re.escape(path)}\s+{OP}-1\s", out, re.M), out
     scaled = "gate row" if w_scale.ndim == 2 else "direction"
     assert f"\n  {path}: {DOMAIN}, {w.dtype.name} weights, one scale per {scaled}\n" in out, out
@@ -128,11 +115,11 @@ def test_check_onnxruntime_and_onnx_reference(models, name):
 
     given = feeds(models[name])
     ort_run(models[name], given)  # onnxruntime runs it: nothing to report
-    code, out, err = cli("check", models[name], "--target", "onnxruntime", "--json")
+    code, out, err = run_cli(["check", models[name], "--target", "onnxruntime", "--json"])
     assert code == 0 and json.loads(out)["findings"] == [], out + err
     with pytest.raises(Exception):  # onnx's reference has no com.microsoft op: it refuses the model
         ReferenceEvaluator(str(models[name])).run(None, given)
-    code, out, err = cli("check", models[name], "--target", "onnx-reference", "--json")
+    code, out, err = run_cli(["check", models[name], "--target", "onnx-reference", "--json"])
     assert code == 1, err
     (finding,) = json.loads(out)["findings"]
     assert (finding["node"], finding["op"], finding["effect"]) == (PATHS[name], OP, "refuses")
@@ -147,7 +134,7 @@ def test_check_openvino_reports_the_difference_it_measured(models, name):
     from rnnconv.verification.model import onnx_model
     from rnnconv.verification.specs import input_specs
 
-    code, out, err = cli("check", models[name], "--target", "openvino", "--json")
+    code, out, err = run_cli(["check", models[name], "--target", "openvino", "--json"])
     assert code == 1, err
     (finding,) = json.loads(out)["findings"]
     assert (finding["node"], finding["effect"]) == (PATHS[name], "computes differently")
@@ -177,7 +164,7 @@ def test_opset_moves_keep_the_quantized_node(models, name, command, tmp_path):
     source = onnx.load(str(models[name]))
     out = tmp_path / "out.onnx"
     argv = [command, models[name], "-o", out] + (["--opset", "11"] if command == "downgrade" else [])
-    code, _, err = cli(*argv)
+    code, _, err = run_cli([*argv])
     assert code == 0, err
     result = onnx.load(str(out))
     onnx.checker.check_model(result, full_check=True)
@@ -199,7 +186,7 @@ def test_opset_moves_keep_the_quantized_node(models, name, command, tmp_path):
 def test_checks_draw_sequence_and_batch_of_different_sizes(models, tmp_path):
     """X [T, N, I] read by a DynamicQuantizeLSTM only: its axes have roles, drawn at different sizes, so that a
     conversion that swapped them would show."""
-    code, text, err = cli("upgrade", models["forward"], "-o", tmp_path / "out.onnx", "--json")
+    code, text, err = run_cli(["upgrade", models["forward"], "-o", tmp_path / "out.onnx", "--json"])
     assert code == 0, err
     shapes = {tuple(o["shape"]) for c in json.loads(text)["checks"] for o in c["outputs"] if o["name"] == "Y"}
     ((T, _, N, _),) = shapes
@@ -210,14 +197,14 @@ def test_checks_draw_sequence_and_batch_of_different_sizes(models, tmp_path):
 
 def test_layout_1_refuses_the_quantized_node(models, tmp_path):
     out = tmp_path / "out.onnx"
-    code, _, err = cli("layout", models["forward"], "-o", out, "--to", "1")
+    code, _, err = run_cli(["layout", models["forward"], "-o", out, "--to", "1"])
     assert code == 3 and not out.exists()
     line = one_error_line(err)
     assert "'lstm_quant'" in line and "rnnconv dequantize" in line
 
 
 def test_layout_1_on_both_kinds_names_the_quantized_node_and_the_float_one(models, tmp_path):
-    code, _, err = cli("layout", models["mixed"], "-o", tmp_path / "out.onnx", "--to", "1")
+    code, _, err = run_cli(["layout", models["mixed"], "-o", tmp_path / "out.onnx", "--to", "1"])
     assert code == 3
     line = one_error_line(err)
     assert "'lstm_quant'" in line and "lstm_float" in line and "--node lstm_float" in line
@@ -226,7 +213,7 @@ def test_layout_1_on_both_kinds_names_the_quantized_node_and_the_float_one(model
 @pytest.mark.parametrize("name", ["forward", "mixed"])
 def test_layout_0_has_nothing_to_do(models, name, tmp_path):
     out = tmp_path / "out.onnx"
-    code, text, err = cli("layout", models[name], "-o", out, "--to", "0")
+    code, text, err = run_cli(["layout", models[name], "-o", out, "--to", "0"])
     assert code == 0 and "rewrote" not in text, text + err
     result = onnx.load(str(out))
     assert quantized_tensors(result)[0][:2] == quantized_tensors(onnx.load(str(models[name])))[0][:2]
@@ -237,7 +224,7 @@ def test_layout_0_has_nothing_to_do(models, name, tmp_path):
 
 def test_layout_1_of_the_float_node_beside_a_quantized_one(models, tmp_path):
     out, back = tmp_path / "out.onnx", tmp_path / "back.onnx"
-    code, text, err = cli("layout", models["mixed"], "-o", out, "--to", "1", "--node", "lstm_float")
+    code, text, err = run_cli(["layout", models["mixed"], "-o", out, "--to", "1", "--node", "lstm_float"])
     assert code == 0, err
     assert "rewrote lstm_float: layout 0 -> 1" in text and "rewrote lstm_quant" not in text
     result = onnx.load(str(out))
@@ -247,7 +234,7 @@ def test_layout_1_of_the_float_node_beside_a_quantized_one(models, tmp_path):
     assert layouts == {"lstm_float": 1}
     assert quantized_tensors(result)[0][:2] == quantized_tensors(onnx.load(str(models["mixed"])))[0][:2]
     # onnxruntime refuses layout 1: back to 0, and then it must compute what it computed on the source
-    code, _, err = cli("layout", out, "-o", back, "--to", "0")
+    code, _, err = run_cli(["layout", out, "-o", back, "--to", "0"])
     assert code == 0, err
     given = feeds(models["mixed"])
     want, got = ort_run(models["mixed"], given), ort_run(back, given)
@@ -277,7 +264,7 @@ def test_dequantize(models, name, tmp_path):
     source = onnx.load(str(models[name]))
     npz, given = save_feeds(models[name], tmp_path)
     out = tmp_path / "out.onnx"
-    code, text, err = cli("dequantize", models[name], "-o", out, "--inputs", npz, "--json")
+    code, text, err = run_cli(["dequantize", models[name], "-o", out, "--inputs", npz, "--json"])
     assert code == 0, text + err
     report = json.loads(text)
     result = onnx.load(str(out))
@@ -312,7 +299,7 @@ def test_dequantize_keeps_the_domain_another_node_uses(models, tmp_path):
     model.graph.output.append(helper.make_tensor_value_info("gelu", onnx.TensorProto.FLOAT, [1, "N", 8]))
     source, out = tmp_path / "gelu.onnx", tmp_path / "out.onnx"
     onnx.save(model, str(source))
-    code, text, err = cli("dequantize", source, "-o", out)
+    code, text, err = run_cli(["dequantize", source, "-o", out])
     assert code == 0, text + err
     result = onnx.load(str(out))
     onnx.checker.check_model(result, full_check=True)
@@ -323,14 +310,14 @@ def test_dequantize_keeps_the_domain_another_node_uses(models, tmp_path):
 
 def test_dequantize_outside_tolerance_writes_nothing(models, tmp_path):
     out = tmp_path / "out.onnx"
-    code, text, err = cli("dequantize", models["forward"], "-o", out, "--atol", "1e-6", "--rtol", "0")
+    code, text, err = run_cli(["dequantize", models["forward"], "-o", out, "--atol", "1e-6", "--rtol", "0"])
     assert code == 1, text + err
     assert "FAIL model [onnxruntime]" in err and not out.exists() and list(tmp_path.iterdir()) == []
     assert "LSTM is an approximation" in text + err  # why it may fail is in the failure's report
 
 
 def test_dequantize_without_a_quantized_lstm(models, tmp_path):
-    code, _, err = cli("dequantize", models["forward"].with_suffix(".float.onnx"), "-o", tmp_path / "out.onnx")
+    code, _, err = run_cli(["dequantize", models["forward"].with_suffix(".float.onnx"), "-o", tmp_path / "out.onnx"])
     assert code == 3
     line = one_error_line(err)
     assert "nothing to dequantize" in line and "lstm (LSTM)" in line and "use the model as it is" in line
@@ -338,11 +325,10 @@ def test_dequantize_without_a_quantized_lstm(models, tmp_path):
 
 def test_dequantize_refuses_weights_given_at_run_time(models, tmp_path):
     model = weights_as_inputs(models["forward"], tmp_path / "inputs.onnx")
-    code, _, err = cli("dequantize", model, "-o", tmp_path / "out.onnx")
+    code, _, err = run_cli(["dequantize", model, "-o", tmp_path / "out.onnx"])
     assert code == 3 and not (tmp_path / "out.onnx").exists()
     line = one_error_line(err)
     assert "'lstm_quant'" in line and "computed at run time" in line
-
 
 
 # -- upgrade's default opset on a QDQ model; node names through opset steps ------------------------------------------
@@ -379,7 +365,7 @@ def test_upgrade_default_steps_below_an_op_version_onnxruntime_lacks(tmp_path):
         pytest.skip(f"onnxruntime has QuantizeLinear / DequantizeLinear kernels at opset {newest}: no step down")
     source = quantize_qdq(float_lstm("forward", head=True), tmp_path, "qdq")
     out = tmp_path / "out.onnx"
-    code, text, err = cli("upgrade", source, "-o", out, "--json")
+    code, text, err = run_cli(["upgrade", source, "-o", out, "--json"])
     assert code == 0, text + err
     result = onnx.load(str(out))
     onnx.checker.check_model(result, full_check=True)
@@ -419,9 +405,9 @@ def test_node_names_survive_opset_steps(tmp_path):
     source, up, down = tmp_path / "export.onnx", tmp_path / "up.onnx", tmp_path / "down.onnx"
     onnx.save(named_export(), str(source))
     names = [n.name for n in onnx.load(str(source)).graph.node]
-    code, _, err = cli("upgrade", source, "-o", up)
+    code, _, err = run_cli(["upgrade", source, "-o", up])
     assert code == 0, err
-    code, _, err = cli("downgrade", up, "-o", down, "--opset", "11")
+    code, _, err = run_cli(["downgrade", up, "-o", down, "--opset", "11"])
     assert code == 0, err
     for path in (up, down):
         got = [n.name for n in onnx.load(str(path)).graph.node]
@@ -439,7 +425,7 @@ def test_the_domain_import_quantize_dynamic_forgets_in_a_body_is_added(tmp_path)
     with pytest.raises(onnx.checker.ValidationError):
         onnx.checker.check_model(onnx.load(str(path)))
     out = tmp_path / "up.onnx"
-    code, _, err = cli("upgrade", path, "-o", out)
+    code, _, err = run_cli(["upgrade", path, "-o", out])
     assert code == 0, err
     assert "no import of it" in err and "com.microsoft version 1" in err
     result = onnx.load(str(out))

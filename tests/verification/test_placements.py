@@ -5,26 +5,13 @@ model, every node counted once) and one note naming those onnxruntime computed."
 from __future__ import annotations
 
 import collections
-import contextlib
-import io
 import json
 
 import onnx
 import pytest
 
-from rnnconv.cli import main
+from tests.conftest import run_cli
 from tests.quantized_models import float_lstm, quantize
-
-
-def cli(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main([str(a) for a in argv])
-            code = 0
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
 
 
 def op_counts(path) -> dict:
@@ -47,7 +34,7 @@ def engine_notes(notes: list) -> list:
 @pytest.mark.parametrize("command", ["upgrade", "dequantize"])
 def test_the_report_says_where_each_node_ran(quantized, command, tmp_path):
     out = tmp_path / "out.onnx"
-    code, text, err = cli(command, quantized, "-o", out, "--json")
+    code, text, err = run_cli([command, quantized, "-o", out, "--json"])
     assert code == 0, text + err
     report = json.loads(text)
     for side, path in (("source", quantized), ("converted", out)):
@@ -63,12 +50,12 @@ def test_the_report_says_where_each_node_ran(quantized, command, tmp_path):
     n = op_counts(quantized)["MatMulInteger"]
     assert note == (f"engine: onnxruntime computed MatMulInteger {n} (onnx reference computes it otherwise), "
                     f"node by node")
-    code, text, err = cli(command, quantized, "-o", out, "--force")
+    code, text, err = run_cli([command, quantized, "-o", out, "--force"])
     assert code == 0 and f"  note: {note}\n" in text, text + err
 
 
 def test_verify_says_where_each_node_ran(quantized):
-    code, text, err = cli("verify", quantized, quantized, "--json")
+    code, text, err = run_cli(["verify", quantized, quantized, "--json"])
     assert code == 0, text + err
     report = json.loads(text)
     n = op_counts(quantized)["MatMulInteger"]
@@ -81,7 +68,7 @@ def test_verify_says_where_each_node_ran(quantized):
 def test_no_note_when_rnnconv_and_the_reference_ran_everything(tmp_path):
     source, out = tmp_path / "float.onnx", tmp_path / "out.onnx"
     onnx.save(float_lstm("bidirectional", head=True), str(source))
-    code, text, err = cli("upgrade", source, "-o", out, "--json")
+    code, text, err = run_cli(["upgrade", source, "-o", out, "--json"])
     assert code == 0, text + err
     report = json.loads(text)
     assert report["placements"]["source"] == {"LSTM": {"rnnconv": 1}, "MatMul": {"onnx reference": 1}}
@@ -96,7 +83,7 @@ def test_the_note_tells_the_models_apart(tmp_path):
     model.graph.output.append(onnx.helper.make_tensor_value_info("probs", onnx.TensorProto.FLOAT, [1, "N", 5]))
     source, out = tmp_path / "softmax11.onnx", tmp_path / "out.onnx"
     onnx.save(model, str(source))
-    code, text, err = cli("upgrade", source, "-o", out, "--json")
+    code, text, err = run_cli(["upgrade", source, "-o", out, "--json"])
     assert code == 0, text + err
     report = json.loads(text)
     assert report["placements"]["source"]["Softmax"] == {"onnxruntime": 1}
