@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from rnnconv.engine import KERNELS  # noqa: E402
+from rnnconv.engine.onnx_graph import KERNELS  # noqa: E402
 
 SHAPES = ((100, 32, 256, 256), (50, 64, 1024, 1024))  # (seq, batch, input, hidden)
 GATES = {"GRU": 3, "LSTM": 4}

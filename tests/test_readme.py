@@ -1,42 +1,344 @@
-"""README examples run as tests: every `$ rnnconv ...` line in a console block, and the first set-up command."""
+"""The README's examples are a test: every command runs, in order, in one fresh folder, and prints what the README
+shows. Run twice: with the openvino package, and without it (a sitecustomize.py on PYTHONPATH blocks
+`import openvino`, in every child process too).
+
+Conventions (the README's "Reading the examples" says them to readers):
+- ```console and ```text blocks are examples alike. A line `$ CMD` is a command; the lines after it, up to the
+  next `$` line or the end of the block, are what it prints (stdout and stderr together, in order). CMD is
+  `rnnconv ...` (run as `python -m rnnconv ...`), `python ...` (this interpreter) or `echo $?`.
+- `$ echo $?` prints the previous command's exit code, compared exactly. A command that does not exit 0 must be
+  followed by it: a failure example shows its `rnnconv: error:` line and its exit code.
+- A line (command or output) ending in `# with openvino` or `# without openvino` (after two spaces or more) belongs
+  to that run only.
+- Output is compared line by line after masking numbers (ints, floats, exponents -> <n>; digits inside names such
+  as `lstm7` or `float32` stay), the run folder's path and other temporary paths, and runs of spaces (table
+  columns move with their numbers): numbers may move, words may not.
+- ```python blocks run too, in order, as scripts (exit 0; their output is not compared); the first ```bash
+  block's `rnnconv` command (the install line) runs first.
+- Examples start in a folder holding only `fixtures` (a link to the shipped ones): a file an example reads must be
+  shipped or made by an earlier example. Everything they write lands under `out/`, which .gitignore lists.
+"""
 
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
+import importlib.util
+import os
 import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Optional
 
+import click
 import pytest
 
-ROOT = Path(__file__).parent.parent
-README = (ROOT / "README.md").read_text()
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+MODES = ("with openvino", "without openvino")
+MARK = re.compile(r"\s{2,}# (with|without) openvino$")
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.S | re.M)
+# A number not glued to a name: `LSTM-7`, `opset 7`, `8.94e-08`, `[5,3,4]`, `-0.038`, but not `lstm7`, `float32`.
+NUMBER = re.compile(r"(?<![A-Za-z_\d.])-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+TEMP = re.compile(r"/tmp/\S*")
+BLOCK_OPENVINO = "import sys\nsys.modules['openvino'] = None  # `import openvino` raises ImportError\n"
 
 
-def _commands() -> list[str]:
-    cmds = []
-    for block in re.findall(r"```(?:console|bash)\n(.*?)```", README, flags=re.S):
-        for line in block.splitlines():
-            line = line.strip()
-            if line.startswith("$ rnnconv "):
-                cmds.append(line[2:])
-            elif "&& rnnconv " in line:  # the first set-up command: its rnnconv part
-                cmds.append("rnnconv " + line.split("&& rnnconv ", 1)[1])
-    return cmds
+@dataclasses.dataclass
+class Step:
+    line: int  # 1-based line of the README
+    kind: str  # "rnnconv", "python", "script" (a python block), "echo" ($ echo $?)
+    text: str  # the command (or the script)
+    expected: list[tuple[int, str, Optional[str]]] = dataclasses.field(default_factory=list)  # (line, text, mode)
+    mode: Optional[str] = None  # None: both runs
+    shown: bool = True  # False: the README shows no output (the install line)
+
+    def argv(self) -> list[str]:
+        if self.kind == "script":
+            return [sys.executable, "-c", self.text]
+        words = shlex.split(self.text)
+        return [sys.executable, *(["-m", "rnnconv"] if self.kind == "rnnconv" else []), *words[1:]]
+
+    def expected_in(self, mode: str) -> list[tuple[int, str]]:
+        return [(n, t) for n, t, m in self.expected if m in (None, mode)]
 
 
-COMMANDS = _commands()
+def _marked(text: str) -> tuple[str, Optional[str]]:
+    m = MARK.search(text)
+    return (text[: m.start()], f"{m.group(1)} openvino") if m else (text, None)
 
 
-def test_readme_has_examples():
-    assert len(COMMANDS) >= 3
+def parse(readme: str) -> list[Step]:
+    steps: list[Step] = []
+    first_bash = True
+    for fence in FENCE.finditer(readme):
+        lang, body = fence.group(1), fence.group(2)
+        start = readme.count("\n", 0, fence.start(2)) + 1
+        if lang == "bash" and first_bash:
+            first_bash = False
+            command = body.split("&& rnnconv ", 1)
+            assert len(command) == 2, "the first ```bash block installs rnnconv and runs one rnnconv command"
+            steps.insert(0, Step(start, "rnnconv", "rnnconv " + command[1].strip(), shown=False))
+        elif lang == "python":
+            steps.append(Step(start, "script", body, shown=False))
+        elif lang in ("console", "text"):
+            current = None
+            for i, raw in enumerate(body.splitlines()):
+                text, mode = _marked(raw.rstrip())
+                if text.startswith("$ "):
+                    cmd = text[2:].strip()
+                    kind = "echo" if cmd == "echo $?" else cmd.split()[0]
+                    assert kind in ("rnnconv", "python", "echo"), f"README line {start + i}: cannot run {cmd!r}"
+                    current = Step(start + i, kind, cmd, mode=mode)
+                    steps.append(current)
+                else:
+                    assert current is not None, f"README line {start + i}: output before any `$` command"
+                    current.expected.append((start + i, text, mode))
+    return steps
 
 
-@pytest.mark.parametrize("cmd", COMMANDS)
-def test_readme_command_runs(cmd, tmp_path):
-    (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
-    args = shlex.split(cmd)
-    proc = subprocess.run([sys.executable, "-m", "rnnconv", *args[1:]], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+def normalize(line: str, folder: Path) -> str:
+    line = line.replace(f"{folder}/", "").replace(str(folder), ".")
+    return " ".join(NUMBER.sub("<n>", TEMP.sub("<tmp>", line)).split())
+
+
+@dataclasses.dataclass
+class Ran:
+    step: Step
+    code: int
+    output: list[str]
+    seconds: float
+
+
+def environment(blocker: Optional[Path] = None) -> dict:
+    """The child processes import the rnnconv this test imports (from any folder), unbuffered so that stdout and
+    stderr interleave as written; `blocker`: a folder whose sitecustomize.py blocks openvino."""
+    import rnnconv
+
+    paths = [str(Path(rnnconv.__file__).resolve().parent.parent)]
+    paths += [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(blocker)] * bool(blocker) + paths))
+
+
+def walk(steps: list[Step], mode: str, folder: Path, blocker: Path) -> list[Ran]:
+    """Every step of `mode`, in order, in `folder`; the exit code of a command is what its `echo $?` prints."""
+    (folder / "fixtures").symlink_to(ROOT / "fixtures")
+    env = environment(blocker if mode == "without openvino" else None)
+    ran: list[Ran] = []
+    for step in steps:
+        if step.mode not in (None, mode):
+            continue
+        if step.kind == "echo":
+            code = ran[-1].code if ran else 0
+            ran.append(Ran(step, 0, [str(code)], 0.0))
+            continue
+        start = time.perf_counter()
+        proc = subprocess.run(step.argv(), cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=600)
+        ran.append(Ran(step, proc.returncode, proc.stdout.splitlines(), time.perf_counter() - start))
+    return ran
+
+
+def differences(ran: list[Ran], mode: str, folder: Path) -> list[str]:
+    """What the README gets wrong in `mode`, one entry per example."""
+    problems = []
+    for k, r in enumerate(ran):
+        step = r.step
+        where = f"README line {step.line}: `{step.text.splitlines()[0]}`"
+        if step.kind == "echo":
+            want = [t.strip() for _, t in step.expected_in(mode)]
+            if want != r.output:
+                problems.append(f"{where}: exit code {r.output[0]}, the README says {want}")
+            continue
+        shown = k + 1 < len(ran) and ran[k + 1].step.kind == "echo"
+        if r.code != 0 and not shown:
+            problems.append(f"{where}: exit code {r.code} without `$ echo $?` after it:\n    "
+                            + "\n    ".join(r.output[-5:]))
+        if not step.shown:
+            continue
+        want = [(n, normalize(t, folder)) for n, t in step.expected_in(mode)]
+        got = [normalize(t, folder) for t in r.output]
+        while got and not got[-1]:
+            got.pop()
+        for i in range(max(len(want), len(got))):
+            w = want[i] if i < len(want) else (None, "(nothing)")
+            g = got[i] if i < len(got) else "(nothing)"
+            if w[1] != g:
+                problems.append(f"{where}, output line {i + 1} (README line {w[0] or '-'}):\n"
+                                f"    README: {w[1]}\n    printed: {g}\n  printed in full:\n    "
+                                + "\n    ".join(r.output))
+                break
+    return problems
+
+
+STEPS = parse(README.read_text())
+
+
+@pytest.fixture(scope="module")
+def walks(tmp_path_factory):
+    """Both runs at once (they share no file), each in its own fresh folder."""
+    blocker = tmp_path_factory.mktemp("no-openvino")
+    (blocker / "sitecustomize.py").write_text(BLOCK_OPENVINO)
+    modes = [m for m in MODES if m != "with openvino" or importlib.util.find_spec("openvino") is not None]
+    folders = {mode: tmp_path_factory.mktemp(mode.replace(" ", "-")) for mode in modes}
+    with concurrent.futures.ThreadPoolExecutor(len(modes)) as pool:
+        jobs = {mode: pool.submit(walk, STEPS, mode, folders[mode], blocker) for mode in modes}
+        return {mode: (jobs[mode].result(), folders[mode]) for mode in modes}
+
+
+def _walked(walks, mode: str):
+    if mode not in walks:
+        pytest.skip("the openvino package is not installed (pip install -e '.[test]' installs it)")
+    return walks[mode]
+
+
+def test_readme_has_examples_of_every_command():
+    ran = {shlex.split(s.text)[1] for s in STEPS if s.kind == "rnnconv"}
+    from rnnconv.cli import COMMANDS
+
+    assert {c.replace("_", "-") for c in COMMANDS} <= ran
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_readme_examples_print_what_the_readme_shows(walks, mode):
+    ran, folder = _walked(walks, mode)
+    problems = differences(ran, mode, folder)
+    assert not problems, f"{len(problems)} README example(s) differ {mode}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_readme_examples_write_only_under_out(walks, mode):
+    """Run in the repository root, the examples leave nothing `git status` shows: they write under out/."""
+    _, folder = _walked(walks, mode)
+    assert sorted(p.name for p in folder.iterdir()) == ["fixtures", "out"]
+    gitignore = ROOT / ".gitignore"
+    if gitignore.exists():  # not in CI's copy of the suite
+        assert "/out/" in gitignore.read_text().splitlines()
+
+
+def test_readme_masks_numbers_not_words():
+    folder = Path("/nowhere")
+    assert normalize("  ok   model [engine vs onnxruntime] max abs 8.94e-08, max rel 1.66e-06", folder) \
+        == normalize("  ok   model [engine vs onnxruntime] max abs 0, max rel 12", folder)
+    assert normalize("GRU-1 -> GRU-22 in out/lstm7.onnx, float32[5,3,4]", folder) \
+        == "GRU-<n> -> GRU-<n> in out/lstm7.onnx, float32[<n>,<n>,<n>]"
+    assert normalize("wrote /nowhere/out/a.onnx and /tmp/x/y", folder) == "wrote out/a.onnx and <tmp>"
+    assert normalize("ok   node lstm", folder) != normalize("BAD  node lstm", folder)
+
+
+def test_readme_has_no_relative_links():
+    """A package index shows the README without the source tree: a relative link would lead nowhere."""
+    links = re.findall(r"\]\(([^)]*)\)", README.read_text())
+    assert [link for link in links if not re.match(r"https?://|#", link)] == []
+
+
+def test_readme_test_command_is_the_one_ci_runs():
+    run = ROOT / ".ci" / "run"
+    if not run.exists():  # not in CI's copy of the suite
+        pytest.skip(".ci/run is not beside this copy of the tests")
+    bash = [m.group(2) for m in FENCE.finditer(README.read_text()) if m.group(1) == "bash"]
+    assert len(bash) >= 2
+    command = bash[1].strip().split(" && ", 2)[-1]  # after creating and activating the environment
+    assert command in run.read_text().splitlines()
+
+
+# -- every command's --help shows an example that runs ------------------------------------------------------------
+
+def _helps() -> dict[str, str]:
+    from rnnconv.cli import COMMANDS, cli
+
+    helps = {"rnnconv": cli.get_help(click.Context(cli, info_name="rnnconv", terminal_width=100))}
+    for name in COMMANDS:
+        name = name.replace("_", "-")
+        command = cli.commands[name]
+        helps[name] = command.get_help(click.Context(command, info_name=f"rnnconv {name}", terminal_width=100))
+    return helps
+
+
+HELPS = _helps()
+# An example that exits 1 on purpose: `check` reports what it found with exit 1.
+EXAMPLE_EXIT = {"check": 1}
+
+
+def _example(help_text: str) -> str:
+    lines = help_text.splitlines()
+    found = [i for i, line in enumerate(lines) if line.strip().startswith("Example:")]
+    assert len(found) == 1, "one `Example:` line"
+    i = found[0]
+    assert i + 1 == len(lines) or not lines[i + 1].strip(), "the example is one line, not wrapped"
+    return lines[i].strip()[len("Example:"):].strip()
+
+
+@pytest.mark.parametrize("name", list(HELPS))
+def test_help_example_runs_as_written(name, walks, tmp_path):
+    """From the repository root, on the shipped fixtures: an example the README runs too is proven by its walk
+    (with openvino); any other runs here, in a folder holding only `fixtures`."""
+    example = _example(HELPS[name])
+    words = shlex.split(example)
+    assert words[0] == "rnnconv" and (name == "rnnconv" or words[1] == name), example
+    reads = [w for before, w in zip(["", *words], words)
+             if before not in ("-o", "--output", "--out-dir", "--report") and re.search(r"\.(onnx|xml)$", w)]
+    assert reads and all(w.startswith("fixtures/") for w in reads), f"{example}: reads what is not shipped"
+    ran = next(iter(walks.values()))[0]  # the examples of the help exit alike with and without openvino
+    in_readme = [r for r in ran if r.step.kind == "rnnconv" and r.step.text == example]
+    if in_readme:
+        code, output = in_readme[0].code, in_readme[0].output
+    else:
+        (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
+        proc = subprocess.run([sys.executable, "-m", "rnnconv", *words[1:]], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=600, env=environment())
+        code, output = proc.returncode, proc.stdout.splitlines()
+        assert sorted(p.name for p in tmp_path.iterdir()) in (["fixtures"], ["fixtures", "out"])
+    assert code == EXAMPLE_EXIT.get(name, 0), "\n".join(output)
+    assert not any(line.startswith("rnnconv: error") for line in output), "\n".join(output)
+
+
+@pytest.mark.parametrize("name", list(HELPS))
+def test_help_usage_names_what_the_text_names(name):
+    """Every argument the usage line names is one the text speaks of, and the text names no other in capitals."""
+    from rnnconv.cli import cli
+
+    command = cli if name == "rnnconv" else cli.commands[name]
+    arguments = {p.human_readable_name.rstrip(".") for p in command.params if isinstance(p, click.Argument)}
+    usage = HELPS[name].splitlines()[0]
+    text = command.help or ""
+    for argument in arguments:
+        assert argument in usage and argument in text, argument
+    metavars = {m for p in command.params if isinstance(p, click.Option) and p.metavar
+                for m in re.findall(r"[A-Z][A-Z_]+", p.metavar)}
+    capitals = set(re.findall(r"\b[A-Z][A-Z_]{2,}\b(?![.\w])", text)) - arguments - metavars
+    assert capitals <= KNOWN_CAPITALS, capitals
+
+
+# Capitalized words of the help texts that are names of things, not of arguments.
+KNOWN_CAPITALS = {"ONNX", "GRU", "LSTM", "RNN", "CPU", "JSON", "DIR", "IR", "STFT"}
+
+
+# -- facts the README and the help quote, against the code that holds them ----------------------------------------
+
+def test_readme_and_help_quote_the_tolerance_policy():
+    from rnnconv.verification.tolerance import DEQUANTIZED_ATOL, DEQUANTIZED_RTOL, TOLERANCES
+
+    rows = re.findall(r"^\| (\w+) \| ([\d.e-]+) \| ([\d.e-]+) \|$", README.read_text(), flags=re.M)
+    assert {k: (float(a), float(r)) for k, a, r in rows} == TOLERANCES
+    said = re.findall(r"(b?float\d+) ([\d.]+e-\d+)", HELPS["verify"])  # "float64 1e-7, ... (atol and rtol alike)"
+    assert {k: (float(x), float(x)) for k, x in said} == {k: v for k, v in TOLERANCES.items() if k != "dequantized"}
+    assert f"atol {DEQUANTIZED_ATOL:g} + rtol {DEQUANTIZED_RTOL:g}" in " ".join(HELPS["dequantize"].split())
+
+
+def test_readme_counts_the_op_table():
+    from rnnconv.dialects.openvino import ops
+
+    text = " ".join(README.read_text().split())
+    assert f"({len(ops.TABLE)} ONNX op types" in text
+    assert f"({len(ops.REVERSE)} IR layer types" in text
+
+
+def test_readme_lists_every_exit_code():
+    from rnnconv.errors import EXIT_CODES
+
+    section = README.read_text().split("## Errors and exit codes", 1)[1].split("\n## ", 1)[0]
+    assert {int(c) for c in re.findall(r"^\| (\d+) \|", section, flags=re.M)} == set(EXIT_CODES)

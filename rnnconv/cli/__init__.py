@@ -72,7 +72,11 @@ COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "dequantize", "to_openv
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
 @click.pass_context
 def cli(ctx, debug):
-    """Move ONNX GRU/LSTM/RNN layers between opsets, layouts and OpenVINO IR, and prove the numbers were kept."""
+    """Move ONNX GRU/LSTM/RNN layers between opsets, layouts and OpenVINO IR, and prove the numbers were kept.
+
+    \b
+    Example: rnnconv upgrade fixtures/lstm.onnx -o out/lstm.onnx
+    """
     ctx.obj = {"debug": debug}
 
 

@@ -16,10 +16,11 @@ from rnnconv.errors import EXIT_VERIFY
                    "onnx-reference (onnx's ReferenceEvaluator).")
 @json_option
 def command(model, targets, as_json):
-    """List every recurrent node of MODEL that TARGET cannot run, or will run wrongly without saying so, each
-    with the rnnconv command that fixes it. Exit 1 when anything is found (for CI gates).
+    """List every recurrent node of MODEL that a runtime (--target) cannot run, or will run wrongly without saying
+    so, each with the rnnconv command that fixes it. Exit 1 when anything is found (for CI gates).
 
-    Example: rnnconv check fixtures/lstm7_peepholes.onnx --target openvino
+    \b
+    Example: rnnconv check fixtures/lstm14_layout1_all_features.onnx --target openvino --target onnxruntime
     """
     from rnnconv.commands import check  # on use: `rnnconv --help` stays light
 

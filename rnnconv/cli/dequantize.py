@@ -14,7 +14,8 @@ def command(external_data):
     for runtimes without onnxruntime's quantized LSTM, and report the measured error against onnxruntime's
     quantized run. An approximation: exit 0 only within atol 0.5 + rtol 0.1 (change it with --atol/--rtol).
 
-    Example: rnnconv dequantize model.int8.onnx -o model.float.onnx
+    \b
+    Example: rnnconv dequantize fixtures/quantized/lstm_int8.onnx -o out/lstm_float.onnx
     """
     from rnnconv.commands.dequantize import dequantize  # on use: `rnnconv --help` stays light
 

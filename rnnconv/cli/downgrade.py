@@ -15,7 +15,8 @@ def command(opset, external_data):
 
     Several models or directories with --out-dir DIR run in batch mode (see --jobs, --report).
 
-    Example: rnnconv downgrade fixtures/lstm14_forward.onnx -o lstm7.onnx --opset 7
+    \b
+    Example: rnnconv downgrade fixtures/lstm14_layout1_all_features.onnx -o out/lstm7.onnx --opset 7
     """
     from rnnconv.commands.downgrade import (
         downgrade,  # on use: `rnnconv --help` stays light

@@ -31,7 +31,8 @@ def command(bin, opset, layout):
     that needs a newer opset with that opset (exit 3). Several models or directories with --out-dir DIR run in
     batch mode (see --jobs, --report).
 
-    Example: rnnconv from-openvino fixtures/openvino/lstm_batch_first_legacy14.xml -o lstm.onnx
+    \b
+    Example: rnnconv from-openvino fixtures/openvino/lstm_batch_first_legacy14.xml -o out/lstm_from_ir.onnx
     """
     from rnnconv.commands.from_openvino import (
         from_openvino,  # on use: `rnnconv --help` stays light

@@ -13,6 +13,7 @@ from rnnconv.cli.options import json_option
 def command(model, as_json):
     """Show MODEL's IR version, opsets and every recurrent node, with the runtimes that can run it as is.
 
+    \b
     Example: rnnconv inspect fixtures/lstm14_layout1_all_features.onnx
     """
     from rnnconv.commands.inspect import inspect  # on use: `rnnconv --help` stays light

@@ -22,7 +22,8 @@ def command(to, nodes, opset, external_data):
     --to 0 gives onnxruntime and OpenVINO a layout they run. Inputs and outputs keep their names and shapes.
     Several models or directories with --out-dir DIR run in batch mode (see --jobs, --report).
 
-    Example: rnnconv layout fixtures/lstm14_layout1.onnx -o lstm_layout0.onnx --to 0
+    \b
+    Example: rnnconv layout fixtures/lstm14_layout1_all_features.onnx -o out/lstm_layout0.onnx --to 0
     """
     from rnnconv.commands.layout import (
         convert_layout,  # on use: `rnnconv --help` stays light

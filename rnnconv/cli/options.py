@@ -27,11 +27,14 @@ def option(*decls, **kwargs):
 
 
 def fix_text(fix: str) -> str:
-    """An error's fix ("opset=14", "dims") as the command line spells it ("--opset 14", "--dim")."""
+    """An error's fix ("opset=14", "dims", "dequantize") as the command line spells it ("--opset 14", "--dim",
+    "rnnconv dequantize": a fix that is another API call is that command)."""
     name, sep, value = fix.partition("=")
     flag = FLAGS.get(name)
     if flag is None:
-        return fix
+        from rnnconv.cli import COMMANDS  # read when an error is printed: every command is defined by then
+
+        return f"rnnconv {name.replace('_', '-')}" if not sep and name in COMMANDS else fix
     if sep and FLAGS.get(name) and value.lower() == "true":
         return flag
     return f"{flag} {value}" if sep else flag

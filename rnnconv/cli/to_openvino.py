@@ -24,13 +24,14 @@ def command(fp16, route):
     onnxruntime (rnnconv's engine where onnxruntime cannot run it) against the IR in rnnconv's IR interpreter
     and in the OpenVINO runtime (CPU, f32) when installed. Exit 1 and nothing written on a mismatch.
 
-    Models with ops outside rnnconv's own table (a convolutional front end, If bodies...) go through OpenVINO's
+    Models with ops outside rnnconv's own table (InstanceNormalization, If bodies...) go through OpenVINO's
     ONNX import when the openvino package is installed, each recurrent node still mapped by rnnconv (the report
     says which nodes rnnconv mapped and what OpenVINO imported); without it, exit 3 listing the op types.
     com.microsoft DynamicQuantizeLSTM: exit 3 (dequantize first). Several models or directories with --out-dir
     DIR run in batch mode (see --jobs, --report).
 
-    Example: rnnconv to-openvino fixtures/lstm.onnx -o lstm.xml
+    \b
+    Example: rnnconv to-openvino fixtures/lstm.onnx -o out/lstm.xml
     """
     return functools.partial(convert, fp16=fp16, route=route)
 

@@ -16,7 +16,8 @@ def command(opset, external_data):
 
     Several models or directories with --out-dir DIR run in batch mode (see --jobs, --report).
 
-    Example: rnnconv upgrade fixtures/gru1_forward.onnx -o gru.onnx
+    \b
+    Example: rnnconv upgrade fixtures/gru1_forward.onnx -o out/gru.onnx
     """
     from rnnconv.commands.upgrade import upgrade  # on use: `rnnconv --help` stays light
 

@@ -47,7 +47,8 @@ def command(reference, candidate, engine, reference_engine, candidate_engine, at
     Exit 0 when they agree, 1 when they do not, 2 on a usage error, 3 when an engine asked for by name cannot
     run a model (see `rnnconv check`), 4 on a bad model or inputs file.
 
-    Example: rnnconv verify fixtures/lstm7_peepholes.onnx lstm.xml --engine all
+    \b
+    Example: rnnconv verify fixtures/torch/lstm_batch_first_legacy14.onnx fixtures/openvino/lstm_batch_first_legacy14.xml --engine all
     """
     from rnnconv.commands.verify import (
         compare_models,  # on use: `rnnconv --help` stays light

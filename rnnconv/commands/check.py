@@ -52,7 +52,7 @@ def measure_openvino(model, q: onnx_quantized.QuantizedLSTM) -> tuple[str, Optio
     from rnnconv.verification.specs import input_specs
 
     if not openvino_runtime.available():
-        return "not measured: openvino is not installed", None
+        return f"not measured: {openvino_runtime.NOT_INSTALLED}", None
     alone = onnx_model(extract.recurrent_node(q, dict(model.opset_imports), model.ir_version))
     sets = checks.input_sets(input_specs(alone), checks.CheckOptions())
     ort_run, ov_run = (checks.run(alone, engine, sets, isolate=True) for engine in ("onnxruntime", "openvino"))

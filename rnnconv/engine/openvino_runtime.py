@@ -21,6 +21,7 @@ import numpy as np
 
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 INSTALL = "pip install 'rnnconv[openvino]'"  # what installs the openvino package with rnnconv
+NOT_INSTALLED = f"openvino not installed: {INSTALL}"  # how every report says so
 _CORE: list = []
 
 

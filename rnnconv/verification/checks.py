@@ -60,7 +60,6 @@ RUNTIME_COMPILE_FACTOR = 4.5
 # What the checks running beside an early-started runtime hold, per byte of the model's weights (onnxruntime's
 # session of the source: 1.6x measured on a 1 GB LSTM), with a margin: start_runtime demands it on top.
 BESIDE_FACTOR = 2.0
-NOT_INSTALLED = f"openvino not installed: {openvino_runtime.INSTALL}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +211,7 @@ def check_nodes(pairs: Sequence[NodePair], options: CheckOptions,
         ref = run(pair.before, "rnnconv", sets, precision=pair.precision)
         if not ref.ok:
             raise BadInput(f"{pair.subject}: it does not run alone on the inputs drawn for it "
-                           f"({describe_inputs(sets[0][1])}): {ref.error}")
+                           f"({describe_inputs(sets[0][1])}): {ref.error}", fixes=("dims", "ranges"))
         cand = run(pair.after, "rnnconv", sets, precision=pair.precision)
         names = pair.before.output_names()
         checks += compare_runs(pair.subject, ref, cand, options, names, pair.before.output_dtypes())
@@ -398,7 +397,8 @@ def _check_models(before: Model, after: Model, options: CheckOptions, *, ran: li
         engine = _runtime_of(model)
         if engine == "openvino":
             if not use_openvino:
-                return None, (f"{engines.label(engine, model)}: {NOT_INSTALLED}" if runtime is None else None)
+                why = f"{engines.label(engine, model)}: {openvino_runtime.NOT_INSTALLED}"
+                return None, (why if runtime is None else None)
             too_big = _would_not_fit(model)
             if too_big:
                 return None, too_big

@@ -74,7 +74,9 @@ def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision
     except (CannotRun, RnnconvError):
         raise  # BadInput: the model or the inputs are malformed (exit 4), whichever engine noticed
     except ImportError as err:
-        raise CannotRun(f"{engine} is not installed ({err})") from err
+        if engine == "openvino" and err.name == "openvino":  # the optional package, absent
+            raise CannotRun(openvino_runtime.NOT_INSTALLED) from err
+        raise CannotRun(f"{engine} cannot be imported ({one_line(err)})") from err
     except Exception as err:  # the engine's own error, kept to one line
         raise CannotRun(one_line(err)) from err
 
