@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # name -> module: imported on first use so `import rnnconv` stays light.
 _API = {
