@@ -137,7 +137,8 @@ def check(kind, version, layout, feeds, attributes, expected=None):
 
 
 # derandomize: CI draws the same 150 configurations each run (float32 rounding grows through chained Affine
-# activations with alpha > 1, so a rare random draw can exceed the 1e-5 scale: once in 12 runs, 8e-5 on GRU-1; a failure must be reproducible)
+# activations with alpha > 1, so a rare random draw can exceed the 1e-5 scale: once in 12 runs, 8e-5 on GRU-1;
+# a failure must be reproducible)
 COMMON = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
