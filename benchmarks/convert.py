@@ -136,7 +136,8 @@ def main() -> None:
 
         ir = work / f"ir{size}" / "m.xml"
         if not ir.exists():
-            subprocess.run([*rnnconv, "to-openvino", str(src), "-o", str(ir), "--no-verify"], env=ENV, check=True)
+            subprocess.run([*rnnconv, "to-openvino", str(src), "-o", str(ir), "--no-verify"], env=ENV, check=True,
+                           stdout=subprocess.DEVNULL)
         rows = {
             "cp": ["cp", str(src), str(src) + ".data", str(out)],
             "onnx.load + onnx.save": [PY, "-c", LOAD_SAVE, str(src), str(out / "m.onnx")],
