@@ -3,7 +3,8 @@
 Anchors: `cp` of the same bytes (the physical floor), plain onnx.load + onnx.save (the floor for ONNX -> ONNX),
 onnx's version converter 14 -> 13 (where it works), and for to-openvino OpenVINO's own route twice: converted and
 saved (ov.convert_model + ov.save_model(compress_to_fp16=False)), and checked as a user checks it (the same, then
-ov.compile_model of the saved IR and one inference, the converted model still held as a script holds it). Each
+ov.compile_model of the saved IR and one inference, the converted model still held as a script holds it); and the
+floor of default to-openvino, OpenVINO's runtime alone compiling and running rnnconv's IR as its check does. Each
 figure is the median of --repeat runs, each run a fresh process (peak RSS from wait4: the largest process of the
 tree, so a runtime's child process counts alone).
 
@@ -59,6 +60,17 @@ compiled = ov.compile_model(sys.argv[2], "CPU")
 x = compiled.inputs[0]
 shape = [d.get_length() if d.is_static else 3 for d in x.get_partial_shape()]
 compiled({x: np.random.default_rng(0).standard_normal(shape).astype(np.float32)})
+"""
+
+# The floor of default to-openvino: OpenVINO's runtime alone compiling rnnconv's IR (written beforehand) and running
+# it once, as the whole-model check does it (rnnconv.engine.openvino_runtime, at a big layer's check sizes).
+RUNTIME_ALONE = r"""
+import sys, numpy as np
+from rnnconv.engine import openvino_runtime
+from rnnconv.verification.inputs import SMALL_DIM
+shape = (SMALL_DIM["sequence"], SMALL_DIM["batch"], int(sys.argv[2]))
+openvino_runtime.run(sys.argv[1], {"X": np.random.default_rng(0).standard_normal(shape).astype(np.float32)},
+                     reshape=True)
 """
 
 SIZES = {"256M": 2048, "1G": 4096, "2.5G": 6400}  # hidden sizes: W and R of 2 directions = 64 H^2 bytes
@@ -122,6 +134,10 @@ def main() -> None:
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir()
 
+        ir = work / f"ir{size}" / "m.xml"
+        if not ir.exists():
+            subprocess.run([*rnnconv, "to-openvino", str(src), "-o", str(ir), "--no-verify"], env=ENV, check=True,
+                           stdout=subprocess.DEVNULL)
         rows = {
             "cp": ["cp", str(src), str(src) + ".data", str(out)],
             "onnx.load + onnx.save": [PY, "-c", LOAD_SAVE, str(src), str(out / "m.onnx")],
@@ -142,6 +158,7 @@ def main() -> None:
             "to-openvino --verify node": [*rnnconv, "to-openvino", str(src), "-o", str(out / "m.xml"),
                                           "--verify", "node"],
             "to-openvino (verified)": [*rnnconv, "to-openvino", str(src), "-o", str(out / "m.xml")],
+            "ov runtime alone, rnnconv's IR": [PY, "-c", RUNTIME_ALONE, str(ir), str(SIZES[size])],
         }
         if args.only:
             anchors = {"cp", "onnx.load + onnx.save"} | ({n for n in rows if n.startswith("ov")}
@@ -178,6 +195,11 @@ def main() -> None:
                 met = ours[0] <= wall_x * ov[0] and ours[1] <= rss_x * ov[1]
                 print(f"{size:>6} {name} vs {anchor}: wall {ours[0] / ov[0]:.2f}x (target <= {wall_x}x), peak RSS "
                       f"{ours[1] / ov[1]:.2f}x (target <= {rss_x}x): {'met' if met else 'NOT met'}")
+        floor, anchor = "ov runtime alone, rnnconv's IR", "ov convert+save+compile+infer"
+        if floor in results and anchor in results:
+            print(f"{size:>6} floor of to-openvino (verified): {floor} {results[floor][0] / results[anchor][0]:.2f}x "
+                  f"of {anchor} (wall), peak RSS {results[floor][1] / results[anchor][1]:.2f}x")
+        shutil.rmtree(ir.parent, ignore_errors=True)
         if not args.keep:
             for p in work.glob(f"lstm{size}.onnx*"):
                 p.unlink()

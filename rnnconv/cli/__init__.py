@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import os
 import sys
 import warnings
 
@@ -84,10 +85,20 @@ for _name in COMMANDS:
     cli.add_command(importlib.import_module(f"rnnconv.cli.{_name}").command)
 
 
+# numpy's BLAS (OpenBLAS, in numpy's wheels) on one thread unless the environment says otherwise. rnnconv's
+# products are matrices times a few columns (checks draw small batches): memory-bound, where a second thread adds
+# CPU, not speed (the node checks of a 1 GB LSTM: the same wall time, 1.0 s of CPU against 1.6 s), and its idle
+# spinning takes a core from what runs beside (to-openvino's OpenVINO runtime compiling the IR, --jobs).
+# Read when numpy loads, which no command has done before main() runs.
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
+
+
 def main(argv=None) -> None:
     """Run the CLI: every failure is one line on stderr and an exit code (rnnconv.errors); never a traceback
     unless --debug. Warnings rnnconv raises (RnnconvWarning) are one line each, once; library warnings and log
     records (numpy's RuntimeWarning on NaN weights, onnx_ir's shape inference) are silenced unless --debug."""
+    for name, value in BLAS_THREADS.items():
+        os.environ.setdefault(name, value)
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
     with warnings.catch_warnings(), _quiet_logging(debug):

@@ -4,7 +4,8 @@ Recurrent mapping (ONNX LSTM/GRU/RNN, onnx.ai/onnx/operators/onnx__LSTM.html etc
 GRUSequence-5, RNNSequence-5): X [T,N,I] (layout 0) is transposed to [N,T,I], states [D,N,H] to [N,D,H], Y comes
 back from [N,D,T,H] to the source layout; W/R are reordered to OpenVINO's gate order and B folded
 (see `gates`); absent inputs become zeros / full lengths. Constructs the Sequence ops cannot express are never
-dropped: different activations per direction become two single-direction ops and a Concat; peepholes,
+dropped: different activations per direction become two single-direction ops and a Concat (so do bidirectional
+layers past SPLIT_BYTES of weights, see there); peepholes,
 input_forget, other activations, clip 0 (and sequence_lens with dynamic dims, which OpenVINO's CPU plugin ignores)
 become an explicit recurrence (`lowering`); what neither can do raises `Unsupported` naming node, construct, why.
 """
@@ -27,7 +28,12 @@ from rnnconv.dialects.openvino.graph import (
     element_type_of,
     numpy_dtype,
 )
-from rnnconv.errors import BadInput, Unsupported
+from rnnconv.errors import BadInput, Unsupported, human_size
+
+# Bidirectional layers whose W and R pass this many bytes are written as their two directions: OpenVINO's CPU
+# plugin runs one direction per op, and splitting a bidirectional op's constant weights when it compiles copies
+# them all (measured with OpenVINO 2026.4 on a 1 GB LSTM: 1 GB more peak memory, about 25% more compile time).
+SPLIT_BYTES = 64 << 20
 
 
 @dataclasses.dataclass
@@ -216,24 +222,29 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
             k: ctx.values[rn.inputs[k].name] for k in ("W", "R", "B", "P") if rn.inputs.get(k) is not None}
         seq = lowering.lowered_sequence(g, layer, x_ov, h0, c0, lens, lens_given, fdt, ctx.i64, onnx_weights, fp16)
         return _outputs(ctx, rn, seq)
-    W, R, B = _sequence_weights(ctx, rn, fdt, fp16)
-    split = len(why) > 0  # only per-direction activations reach here
-    if split:
-        rewrites.append({"node": rn.name, "what": f"{head}: different activations per direction -> forward and "
-                                                  f"reverse {gates.SEQUENCE_OP[kind]}-5 + Concat"})
-        parts = []
-        pieces = {k: (g.add("Split", [t, ctx.i64(0 if k in "WRB" else 1)], {"num_splits": 2})
-                      if t.const is None else None) for k, t in (("W", W), ("R", R), ("B", B))}
+    big = D == 2 and layer.weights_constant and _weight_bytes(layer) > SPLIT_BYTES
+    if why or big:  # only per-direction activations reach here with a reason
+        because = "different activations per direction" if why else \
+            f"weights of {human_size(_weight_bytes(layer))}, one direction per op as OpenVINO's CPU plugin runs it"
+        rewrites.append({"node": rn.name, "what": f"{head}: {because} -> forward and reverse "
+                                                  f"{gates.SEQUENCE_OP[kind]}-5 + Concat"})
+        if layer.weights_constant:  # each direction's own Consts (compressed on their own with fp16)
+            t = gates.sequence_pieces(layer, fdt)
+            wrb = [[g.weight(t[k][d:d + 1], fp16) for k in "WRB"] for d in range(2)]
+        else:
+            halves = [g.add("Split", [t, ctx.i64(0)], {"num_splits": 2})
+                      for t in _sequence_weights(ctx, rn, fdt, fp16)]
+            wrb = [[h[d] for h in halves] for d in range(2)]
         h_parts = g.add("Split", [h0, ctx.i64(1)], {"num_splits": 2})
         c_parts = g.add("Split", [c0, ctx.i64(1)], {"num_splits": 2}) if c0 is not None else None
+        parts = []
         for d, direction in enumerate(("forward", "reverse")):
-            wrb = [(t.const[d:d + 1] if t.const is not None else None) for t in (W, R, B)]
-            wrb = [g.weight(a, fp16) if a is not None else pieces[k][d] for a, k in zip(wrb, "WRB")]
-            args = [x_ov, h_parts[d]] + ([c_parts[d]] if c_parts else []) + [lens] + wrb
+            args = [x_ov, h_parts[d]] + ([c_parts[d]] if c_parts else []) + [lens] + wrb[d]
             parts.append(g.add(gates.SEQUENCE_OP[kind], args, gates.attributes(layer, d, direction),
                                version=gates.VERSION, name=f"{rn.name or kind}/{direction}"))
         seq = [g.op("Concat", parts[0][k], parts[1][k], axis=1) for k in range(len(parts[0]))]
     else:
+        W, R, B = _sequence_weights(ctx, rn, fdt, fp16)
         args = [x_ov, h0] + ([c0] if c0 is not None else []) + [lens, W, R, B]
         seq = g.add(gates.SEQUENCE_OP[kind], args, gates.attributes(layer), version=gates.VERSION,
                     name=rn.name or None)
@@ -257,6 +268,10 @@ def _outputs(ctx: ops.Context, rn, seq: list[Out]) -> list:
             outs.append(seq[k] if layout_batch_first(layer) else g.op("Transpose", seq[k], ctx.i64([1, 0, 2])))
     # ONNX outputs are positional: map by position, skipping absent ones.
     return [outs[k] if k < len(outs) else None for k in range(len(rn.node.outputs))]
+
+
+def _weight_bytes(layer) -> int:
+    return sum(a.nbytes for c in layer.cells for k in ("W", "R") for a in getattr(c, k).values())
 
 
 def layout_batch_first(layer) -> bool:
