@@ -42,7 +42,11 @@ def _gone(pid: int) -> bool:
             os.kill(pid, 0)
         except ProcessLookupError:
             return True
-        if open(f"/proc/{pid}/stat").read().split()[2] == "Z":  # ended, not yet reaped by its parent
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().split()[2] == "Z":  # ended, not yet reaped by its parent
+                    return True
+        except FileNotFoundError:  # reaped meanwhile
             return True
         time.sleep(0.01)
     return False

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from rnnconv.errors import EXIT_VERIFY
 from tests.test_hostile import run_cli
 
+
 def coarse_matmul() -> onnx.ModelProto:
     """X [64, 2] @ [10.3, -10]: float16 stores 10.3 as 10.296875 (its step there is 1/128), 3e-3 off wherever
     |x0| is near 1, while rows where the two products nearly cancel leave float16's relative tolerance nothing to

@@ -19,7 +19,10 @@ pytest.importorskip("openvino")
 def squeeze_if_then_conv() -> onnx.ModelProto:
     """x [1, 4, T] -> If(T == 1): Squeeze(x, 2) (rank 2) else Identity (rank 3) -> Conv named 'the_conv'."""
     value = helper.make_tensor_value_info
-    i64 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.int64), name)  # noqa: E731
+
+    def i64(name, v):
+        return numpy_helper.from_array(np.asarray(v, np.int64), name)
+
     then = helper.make_graph([helper.make_node("Squeeze", ["x", "axes"], ["sq"])], "then", [],
                              [value("sq", TensorProto.FLOAT, [1, 4])], initializer=[i64("axes", [2])])
     other = helper.make_graph([helper.make_node("Identity", ["x"], ["same"])], "else", [],
@@ -31,7 +34,8 @@ def squeeze_if_then_conv() -> onnx.ModelProto:
              helper.make_node("Conv", ["picked", "w"], ["y"], name="the_conv")]
     w = numpy_helper.from_array(np.ones((2, 4, 1), np.float32), "w")
     graph = helper.make_graph(nodes, "g", [value("x", TensorProto.FLOAT, [1, 4, "T"])],
-                              [value("y", TensorProto.FLOAT, [1, 2, "T"])], initializer=[i64("two", 2), i64("one", 1), w])
+                              [value("y", TensorProto.FLOAT, [1, 2, "T"])],
+                              initializer=[i64("two", 2), i64("one", 1), w])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)], ir_version=8)
 
 

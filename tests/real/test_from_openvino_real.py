@@ -48,9 +48,9 @@ def test_openvinos_ir_comes_back(real_model, fp16, tmp_path):
     source = ort_outputs(real_model.path, real_model.feeds)
     want = ort_outputs(fp16_rounded(real_model.path, tmp_path / "rounded.onnx"), real_model.feeds) if fp16 else source
     in_openvino = openvino_outputs(xml, real_model.feeds, source)
-    print(f"{real_model.name} OpenVINO's IR{' (fp16)' if fp16 else ''} back: vs OpenVINO {max_abs_diff(got, in_openvino)}"
-          f", vs the source {max_abs_diff(got, source)}" + (f", vs the rounded source {max_abs_diff(got, want)}"
-                                                            if fp16 else ""))
+    print(f"{real_model.name} OpenVINO's IR{' (fp16)' if fp16 else ''} back: vs OpenVINO "
+          f"{max_abs_diff(got, in_openvino)}, vs the source {max_abs_diff(got, source)}"
+          + (f", vs the rounded source {max_abs_diff(got, want)}" if fp16 else ""))
     for name, value in in_openvino.items():
         np.testing.assert_allclose(got[name], value, atol=1e-4, rtol=0, err_msg=f"{name} against OpenVINO")
     tol = FP16_TOL if fp16 else 1e-5

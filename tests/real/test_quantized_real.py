@@ -18,7 +18,13 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.real.conftest import QUANTIZED, max_abs_diff, ort_outputs, rnnconv_cli, save_feeds
+from tests.real.conftest import (
+    QUANTIZED,
+    max_abs_diff,
+    ort_outputs,
+    rnnconv_cli,
+    save_feeds,
+)
 
 pytestmark = [pytest.mark.real, pytest.mark.parametrize("quantized_model", sorted(QUANTIZED), indirect=True)]
 

