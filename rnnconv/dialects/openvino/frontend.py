@@ -93,7 +93,7 @@ def convert(path, model: ir.Model, translate: Callable[[ir.Model], Conversion], 
             hook.close()
     except Exception as err:
         hook.raise_collected()
-        raise Unsupported(f"OpenVINO's ONNX import refuses the model: {_one_line(err)}") from None
+        raise Unsupported(f"OpenVINO's ONNX import refuses the model: {_refusal(err, model)}") from None
     hook.raise_collected()
     apply_moc_transformations(ov_model, cf=False, smart_reshape=True)
     apply_fused_names_cleanup(ov_model)
@@ -114,16 +114,62 @@ def save(converted: FrontendConversion, xml_path, bin_path, *, fp16: bool = Fals
         os.replace(written, bin_path)
 
 
-def _one_line(err: BaseException) -> str:
-    """OpenVINO's conversion failure in one line: the ops it failed on and their reasons, without source paths."""
+def _refusal(err: BaseException, model: ir.Model) -> str:
+    """OpenVINO's conversion failure in one line: each ONNX node it failed on (named: OpenVINO's message names a
+    node by its first output), its op and OpenVINO's reason, without source paths; and, for a node OpenVINO needs a
+    static rank for, the If node upstream whose branches give values of different ranks (decided at run time)."""
     text = str(err)
-    failed = re.findall(r"(?:Conversion is failed for|No conversion rule found for operations): *(.*)", text)
+    by_output = {v.name: n for n, _, _ in onnx_recurrent.walk(model) for v in n.outputs if v is not None and v.name}
     noise = ("Check ", "At:", "File ", "While validating", "FrontEnd API failed", "Model wasn't", "Summary", "--",
              "[ONNX Frontend]")
-    reasons = list(dict.fromkeys(ln.strip() for ln in text.splitlines()
-                                 if ln.strip() and not ln.strip().startswith(noise)))
-    head = f"failed on {', '.join(f.strip() for f in failed)}" if failed else type(err).__name__
-    return (head + (f" ({'; '.join(reasons)})" if reasons else ""))[:400]
+    parts, failed_nodes = [], []
+    # One block per op type: "-- Conv-16 with a message:" ... up to the next block or the summary.
+    for op, block in re.findall(r"^-- (\S+) with a message:\n(.*?)(?=^-- |^Summary:|\Z)", text, re.S | re.M):
+        reasons = list(dict.fromkeys(ln.strip() for ln in block.splitlines()
+                                     if ln.strip() and not ln.strip().startswith(noise)))
+        names = re.findall(r"<Node\(\w+\): ([^>]*)>", block)
+        nodes = [by_output[n] for n in dict.fromkeys(names) if n in by_output]
+        failed_nodes += nodes
+        where = _named(nodes) or op
+        parts.append(f"{where} ({op}): {'; '.join(reasons) or 'no reason given'}")
+    for listed in re.findall(r"No conversion rule found for operations: *(.*)", text):
+        for op in (o.strip() for o in listed.split(",") if o.strip()):
+            nodes = [n for n, _, _ in onnx_recurrent.walk(model) if n.op_type == op.rsplit("-", 1)[0]]
+            where = _named(nodes) or op
+            parts.append(f"{where} ({op}): no conversion rule in OpenVINO's ONNX import")
+    if not parts:
+        parts = [type(err).__name__]
+    cause = _rank_decided_at_run_time(failed_nodes) if "rank" in text or "dynamic" in text else None
+    return "failed on " + " | ".join(parts) + (f"; {cause}" if cause else "")
+
+
+def _named(nodes: list, most: int = 3) -> str:
+    text = ", ".join(f"{n.op_type} node {onnx_recurrent.node_label(n)!r}" for n in nodes[:most])
+    return text + (f" and {len(nodes) - most} more" if len(nodes) > most else "")
+
+
+def _rank_decided_at_run_time(nodes: list) -> Optional[str]:
+    """The nearest If node upstream of `nodes` whose then and else branches declare one output with two different
+    ranks: OpenVINO's If then has a dynamic rank, which its Conv, Reduce... refuse."""
+    seen, queue = set(), list(nodes)
+    while queue:
+        node = queue.pop(0)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+            branches = [node.attributes[k].value for k in ("then_branch", "else_branch") if k in node.attributes]
+            if len(branches) == 2:
+                for k, (a, b) in enumerate(zip(*(g.outputs for g in branches))):
+                    ranks = [None if v.shape is None else len(v.shape) for v in (a, b)]
+                    if None not in ranks and ranks[0] != ranks[1]:
+                        return (f"the rank of what they read is decided at run time by If node "
+                                f"{onnx_recurrent.node_label(node)!r} (output {k}: rank {ranks[0]} in then_branch, "
+                                f"{ranks[1]} in else_branch); OpenVINO needs it static")
+            for g in branches:  # what the branches read from outside them is upstream too
+                queue.extend(n for n in g)
+        queue.extend(v.producer() for v in node.inputs if v is not None and v.producer() is not None)
+    return None
 
 
 class _Hook:

