@@ -85,7 +85,8 @@ def _drop_unused(model: ir.Model, replaced: list) -> list[str]:
             if value.producer() is not None and value.producer().op_type == "Constant" and not any(
                     v.uses() for v in value.producer().outputs):
                 value.producer().graph.remove(value.producer(), safe=True)
-            elif graph is not None and value.name in graph.initializers and value not in (*graph.inputs, *graph.outputs):
+            elif (graph is not None and value.name in graph.initializers
+                  and value not in (*graph.inputs, *graph.outputs)):
                 graph.initializers.pop(value.name)
     domain = onnx_quantized.DOMAIN
     if domain in model.opset_imports and not any(node.domain == domain for node, _, _ in walk(model)):
