@@ -29,6 +29,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -43,7 +44,7 @@ MARK = re.compile(r"\s{2,}# (with|without) openvino$")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.S | re.M)
 # A number not glued to a name: `LSTM-7`, `opset 7`, `8.94e-08`, `[5,3,4]`, `-0.038`, but not `lstm7`, `float32`.
 NUMBER = re.compile(r"(?<![A-Za-z_\d.])-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
-TEMP = re.compile(r"/tmp/\S*")
+TEMP = re.compile(re.escape(tempfile.gettempdir()) + r"/\S*")
 BLOCK_OPENVINO = "import sys\nsys.modules['openvino'] = None  # `import openvino` raises ImportError\n"
 
 
@@ -225,7 +226,8 @@ def test_readme_masks_numbers_not_words():
         == normalize("  ok   model [engine vs onnxruntime] max abs 0, max rel 12", folder)
     assert normalize("GRU-1 -> GRU-22 in out/lstm7.onnx, float32[5,3,4]", folder) \
         == "GRU-<n> -> GRU-<n> in out/lstm7.onnx, float32[<n>,<n>,<n>]"
-    assert normalize("wrote /nowhere/out/a.onnx and /tmp/x/y", folder) == "wrote out/a.onnx and <tmp>"
+    temporary = f"{tempfile.gettempdir()}/x/y"
+    assert normalize(f"wrote {folder}/out/a.onnx and {temporary}", folder) == "wrote out/a.onnx and <tmp>"
     assert normalize("ok   node lstm", folder) != normalize("BAD  node lstm", folder)
 
 

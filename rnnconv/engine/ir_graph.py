@@ -25,16 +25,9 @@ from rnnconv.errors import BadInput, Unsupported
 
 PRECISIONS = {"float64": np.float64, "float32": np.float32}
 
-KERNELS: dict[str, Callable] = dict(ir_nn.KERNELS)  # convolutions, pooling, resizing, normalization...
-
-
-def kernel(*types):
-    def register(fn):
-        for t in types:
-            KERNELS[t] = fn
-        return fn
-
-    return register
+# One registry: ir_nn's kernels (convolutions, pooling, resizing, normalization...) and the ones here.
+KERNELS: dict[str, Callable] = ir_nn.KERNELS
+kernel = ir_nn.kernel
 
 
 def run_ir(graph: Union[ovir.IRGraph, str, os.PathLike], feeds: Mapping[str, np.ndarray],
