@@ -1,6 +1,11 @@
 """Engine (float32) against onnxruntime and OpenVINO (f32) on LSTM and GRU layers: median milliseconds, ratios.
 
-Run: python benchmarks/engine.py [--runs N] [--threads N]
+Run: python benchmarks/engine.py [--runs N] [--threads N] [--real FOLDER]
+
+A second table has a row per real model (every .onnx under FOLDER, default the real-model tests' cache:
+$RNNCONV_REAL_CACHE, else ~/.cache/rnnconv-real): rnnconv's engine running the whole model as a whole-model check
+runs it (partitioned: onnxruntime sessions for what onnxruntime runs, rnnconv's kernels for the rest) against
+onnxruntime's own run of the same model on the same inputs, each with its session made, as a check makes it.
 
 Both sides get the same number of threads (default 1: on a shared machine multi-threaded timings are
 mostly noise); numpy reads thread counts when it loads, hence the environment is set first. The engine's
@@ -114,9 +119,52 @@ def blas_core():
     return "?"
 
 
+def real_models(folder):
+    """Rows: rnnconv's engine on a whole real model / onnxruntime's run of it (wall), inputs drawn as the checks
+    draw them (the sizes the model runs at)."""
+    from pathlib import Path
+
+    from rnnconv.verification import checks, engines
+    from rnnconv.verification.model import open_model
+    from rnnconv.verification.specs import merge_specs
+
+    folder = Path(folder or os.environ.get("RNNCONV_REAL_CACHE") or Path.home() / ".cache" / "rnnconv-real")
+    paths = sorted(folder.rglob("*.onnx"))
+    print(f"\nreal models under {folder}: {len(paths)}" + ("" if paths else " (run `pytest -m real` once to fetch)"))
+    if not paths:
+        return
+    print("{:40} {:>10} {:>8} {:>6}  {}".format("model", "engine ms", "ort ms", "/ort", "where the engine ran it"))
+    for path in paths:
+        model = open_model(str(path))
+        specs = merge_specs(model, model)
+        # silero-vad: 512 samples and 64 of context at 16 kHz, as its users feed it (and the real-model tests)
+        sized = path.stem.startswith("silero") and "input" in specs
+        options = checks.CheckOptions.of(dims={"input:1": 576} if sized else {},
+                                         ranges={"sr": (16000, 16000)} if "sr" in specs else {})
+        try:
+            sets, _, _ = checks.runnable_sets(model, specs, options, ["onnxruntime"])
+        except Exception as err:  # noqa: BLE001 - a row that says why, not a stopped benchmark
+            print(f"{path.stem[:40]:40} not run: {str(err)[:80]}")
+            continue
+        feeds = sets[0][0]
+        placed = {}
+        runs = [functools.partial(engines.run, "rnnconv", model, feeds, placements=placed),
+                functools.partial(engines.run, "onnxruntime", model, feeds)]
+        wall, _ = median_ms(runs, 5)
+        where = {}
+        for counts in placed.values():
+            for place, n in counts.items():
+                where[place] = where.get(place, 0) + n
+        print(f"{path.stem[:40]:40} {wall[0]:10.1f} {wall[1]:8.1f} {wall[0] / wall[1]:6.2f}  "
+              + ", ".join(f"{place} {n}" for place, n in sorted(where.items())), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--real", metavar="FOLDER", default=None,
+                        help="real models (.onnx, searched recursively) for the second table")
+    parser.add_argument("--no-layers", action="store_true", help="the real-model table only")
     parser.add_argument("--threads", type=int, default=1, help="threads for numpy's BLAS and onnxruntime")
     parser.add_argument("--only-this-environment", action="store_true",
                         help="no second table with numpy's own OpenBLAS kernel choice")
@@ -128,7 +176,7 @@ def main():
     header = ("op", "direction", "seq,batch,in,hid", "engine ms", "ort ms", "ov ms", "/ort", "cpu /ort", "/ov",
               "max |diff|")
     print("{:5} {:14} {:18} {:>10} {:>8} {:>8} {:>6} {:>8} {:>6} {:>10}".format(*header))
-    for shape in SHAPES:
+    for shape in () if args.no_layers else SHAPES:
         T, N, I, H = shape
         for kind in ("LSTM", "GRU"):
             for direction in ("forward", "bidirectional"):
@@ -147,6 +195,8 @@ def main():
                 diff = float(np.abs(engine()[0] - onnxrt()[0]).max())
                 print(f"{kind:5} {direction:14} {','.join(map(str, shape)):18} {e_ms:10.1f} {o_ms:8.1f} {v_ms}"
                       f" {e_ms / o_ms:6.2f} {cpu[0] / cpu[1]:8.2f} {v_ratio} {diff:10.1e}", flush=True)
+    if not args.only_this_environment:
+        real_models(args.real)
     forced = [v for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ]
     if forced and not args.only_this_environment:
         import subprocess

@@ -18,7 +18,7 @@ from rnnconv.verification.engines import ENGINES, CannotRun, run
 from rnnconv.verification.inputs import check_dim_names, read_inputs
 from rnnconv.verification.model import open_model
 from rnnconv.verification.report import VerifyReport
-from rnnconv.verification.results import Check, compare, failed
+from rnnconv.verification.results import Check, compare, failed, magnitude
 from rnnconv.verification.specs import merge_specs
 from rnnconv.verification.time_axis import time_axes
 from rnnconv.verification.tolerance import Tolerance, Tolerances
@@ -99,6 +99,7 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
     active = {"reference": list(ref_engines), "candidate": list(cand_engines)}
     models = {"reference": ref, "candidate": cand}
     baseline = None
+    only_ort: dict[str, bool] = {}  # side -> rnnconv's engine ran that whole model in onnxruntime
     for k, (feeds, described) in enumerate(sets):
         report.inputs.append(described)
         prefix = f"run{k}/" if n_runs > 1 else ""
@@ -111,6 +112,7 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
                     results[(side, eng)] = run(eng, models[side], feeds, placements=placed)
                     if placed:  # rnnconv's engine: where each node ran
                         merge_placements(report.placements.setdefault(side, {}), placed)
+                        only_ort[side] = all(set(c) == {"onnxruntime"} for c in placed.values())
                 except CannotRun as err:
                     if not exploring[side]:
                         raise Unsupported(f"{side} {models[side].label}: {eng} cannot run it: {err} (see "
@@ -130,6 +132,11 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
             saved_outputs.update({f"{prefix}{side}.{eng}/{n}": v for n, v in outs.items() if n in names})
             if (side, eng) == baseline:
                 continue
+            if eng == "onnxruntime" and only_ort.get(side) and (side, "rnnconv") in results:
+                same = (f"{side}[onnxruntime]: not compared, the same runtime as {side}[rnnconv] (rnnconv's engine "
+                        f"ran the whole {side} model in onnxruntime)")
+                report.notes.extend([] if same in report.notes else [same])
+                continue
             comparisons = []
             for n in names:
                 if n not in base:
@@ -137,9 +144,10 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
                 elif n not in outs:
                     comparisons.append(failed(n, "missing from this run's outputs", np.shape(base[n])))
                 else:
-                    a, r = tolerances.for_output(n, dtypes.get(n), np.asarray(base[n]).dtype,
-                                                 np.asarray(outs[n]).dtype)
+                    a, r, why = tolerances.explain(n, dtypes.get(n), np.asarray(base[n]).dtype,
+                                                   np.asarray(outs[n]).dtype, magnitude=magnitude(base[n]))
                     comparisons.append(compare(n, base[n], outs[n], a, r, time_axis=axes.get(n)))
+                    comparisons[-1].tolerance = why
             subject = f"{side}[{eng}]" + (f" run {k}" if n_runs > 1 else "")
             report.checks.append(Check(subject, f"{side}[{eng}] vs {report.baseline}", comparisons, run=k))
     report.engines = {side: active[side] for side in active}

@@ -1,18 +1,20 @@
-"""rnnconv's executor for whole ONNX models: it walks the graph in order and computes each node with
+"""rnnconv's executor for whole ONNX models. Run `partitioned` (whole-model checks), it splits each graph between
+two providers (engine/partition.py): onnxruntime runs maximal subgraphs of the nodes it runs as the spec says, one
+session each (the whole model in one session when it runs every node), and rnnconv runs the rest itself:
 
-- rnnconv's kernels: GRU, LSTM and RNN of every version (KERNELS), com.microsoft DynamicQuantizeLSTM;
-- rnnconv itself: If, Loop and Scan (their bodies see the values of every scope around them, and the recurrent
-  nodes inside use rnnconv's kernels), calls of model-local functions, Constant;
-- onnx's reference implementation of the op (`reference.op`), for the other default-domain ops;
-- onnxruntime, one node alone (`onnxruntime_runtime.NodeSession`, built once per node), for the ops the reference
-  lacks (other domains: contrib ops of quantized or fused models; versions the reference no longer has) or gets
-  wrong or computes otherwise than onnxruntime (ONNXRUNTIME_OPS).
+- rnnconv's kernels: GRU, LSTM and RNN of every version (KERNELS) where onnxruntime refuses them or has no kernel;
+- rnnconv itself: If, Loop and Scan (their bodies see the values of every scope around them, and are partitioned in
+  turn), calls of model-local functions, Constant.
+
+Not partitioned (node checks: a recurrent node against its replacement), every recurrent node runs in rnnconv's
+kernels (com.microsoft DynamicQuantizeLSTM too, computed as onnxruntime does) and every other node alone in
+onnxruntime (`onnxruntime_runtime.NodeSession`). onnx's reference implementation (`reference.op`) computes only a
+node onnxruntime cannot run, alone or in a segment, and the placements say so.
 
 Weights stay the (memory-mapped) arrays they are, never copied into protobuf; a value is dropped once no later
 node of its graph needs it. The recurrent kernels compute in `precision` (float64 by default, or float32) and
-return the model's types; DynamicQuantizeLSTM computes as onnxruntime does (float32 and 8-bit integers); every
-other op computes in the types the model gives it. A node that fails raises NodeFailed with its path (scope +
-name, as `dialects.onnx_recurrent.walk` spells it), op, inputs and the reason, in one line.
+return the model's types. A node that fails raises NodeFailed with its path (scope + name, as
+`dialects.onnx_recurrent.walk` spells it), op, inputs and the reason, in one line.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ import onnx_ir as ir
 
 from rnnconv.dialects import onnx_quantized
 from rnnconv.dialects.onnx_recurrent import node_label
-from rnnconv.engine import reference
-from rnnconv.engine.onnxruntime_runtime import NodeSession
+from rnnconv.engine import partition, reference
+from rnnconv.engine.onnxruntime_runtime import NodeSession, Session, max_ir_version
 from rnnconv.engine.op_dynamic_quantize_lstm import ONNXRUNTIME_THREADS, dynamic_quantize_lstm
 from rnnconv.engine.op_gru import gru
 from rnnconv.engine.op_lstm import lstm
@@ -40,34 +42,19 @@ PRECISIONS = {"float64": np.float64, "float32": np.float32}
 # Attributes that are not kernel arguments: output_sequence (v1..6) only says whether Y is requested.
 _NOT_KERNEL_ARGS = ("output_sequence",)
 
-# Default-domain ops computed by onnxruntime rather than onnx's reference: op -> the first opset from which the
-# reference computes them (None: never). Found by running every node of the fixtures and of real models in both.
-ONNXRUNTIME_OPS = {
-    # Before opset 13 Softmax, LogSoftmax and Hardmax flatten the input to 2-D at `axis` (default 1) and
-    # normalize over every axis from `axis` on; the reference normalizes over the one axis `axis`.
-    "Softmax": 13,
-    "LogSoftmax": 13,
-    "Hardmax": 13,
-    # onnxruntime's integer GEMM (MLAS) adds u8 x s8 products in pairs saturated to int16 on x86-64 CPUs with AVX2
-    # and no VNNI, as its DynamicQuantizeLSTM does; the reference computes the exact product. Quantized models run
-    # as onnxruntime runs them, so that a whole quantized model agrees with it (the conversions never touch
-    # these nodes: both sides of a check compute them alike).
-    "MatMulInteger": None,
-    "QLinearMatMul": None,
-    "QLinearConv": None,
-}
-
 Placements = dict  # op ("LSTM", or "domain::op" outside the default domain) -> {place: number of nodes}
+REFERENCE = "onnx reference"
 
 
 def run_onnx(model: ir.Model, feeds: Mapping[str, np.ndarray], precision: str = "float64",
-             placements: Optional[Placements] = None) -> dict[str, np.ndarray]:
-    """Run the whole model; returns every graph output by name. `placements`, when given, is filled with where
-    each node ran: op -> {"rnnconv" | "onnx reference" | "onnxruntime": number of nodes} (each node counted once
-    however often a loop ran it; branches not taken are not counted). Memory-mapped weights it read leave the
-    resident set afterwards."""
+             placements: Optional[Placements] = None, *, partitioned: bool = False) -> dict[str, np.ndarray]:
+    """Run the whole model; returns every graph output by name. `partitioned`: onnxruntime runs what it runs as
+    the spec says, in as few sessions as it can (see the module's docstring). `placements`, when given, is filled
+    with where each node ran: op -> {"rnnconv" | "onnx reference" | "onnxruntime": number of nodes} (each node
+    counted once however often a loop ran it; branches not taken, and nodes inside the bodies of a node
+    onnxruntime ran, are not counted). Memory-mapped weights it read leave the resident set afterwards."""
     try:
-        return Executor(model, precision).run(feeds, placements)
+        return Executor(model, precision, partitioned=partitioned).run(feeds, placements)
     finally:
         release_external(model)
 
@@ -110,12 +97,15 @@ _Compute = Callable[[list, _Scope], list]
 class Executor:
     """One model, its nodes compiled at their first run (reference ops and onnxruntime sessions are kept)."""
 
-    def __init__(self, model: ir.Model, precision: str = "float64"):
+    def __init__(self, model: ir.Model, precision: str = "float64", *, partitioned: bool = False):
         self.model = model
         self.dtype = PRECISIONS[precision]
+        self.partitioned = partitioned
         self.functions = {(f.domain, f.name, f.overload): f for f in model.functions.values()}
-        self._compiled: dict[tuple, tuple[str, _Compute]] = {}
+        self._compiled: dict[tuple, list] = {}
         self._drops: dict[int, list[list[ir.Value]]] = {}
+        self._segments: dict[tuple, tuple[list[partition.Segment], list[list[ir.Value]]]] = {}
+        self._sessions: dict[tuple, object] = {}  # (segment, input kinds) -> Session, or the reason it failed
         self._placed: set = set()
         self._placements: Optional[Placements] = None
 
@@ -129,7 +119,38 @@ class Executor:
                 raise BadInput(f"the model's input {value.name!r} is not given")
         self._placed, self._placements = set(), placements
         frame = _Frame("", _opsets(self.model.opset_imports, {}), {})
+        if self.partitioned:
+            whole = self._whole(frame, feeds)
+            if whole is not None:
+                return whole
         return dict(zip((v.name for v in graph.outputs), self._graph(graph, frame, scope)))
+
+    def _whole(self, frame: _Frame, feeds: Mapping[str, np.ndarray]) -> Optional[dict[str, np.ndarray]]:
+        """The whole model in one onnxruntime session, as onnxruntime's own run makes it, when onnxruntime runs
+        every node (None otherwise, or when that session fails: the segments then find the node)."""
+        graph = self.model.graph
+        segments, _ = self._segments_of(graph, frame)
+        if len(segments) != 1 or segments[0].place != partition.ONNXRUNTIME:
+            return None
+        if any(v.dtype == ir.DataType.BFLOAT16 for v in [*graph.inputs, *graph.outputs]):
+            return None  # onnxruntime's Python API moves no bfloat16 arrays: the segments' way
+        try:
+            if "whole" not in self._sessions:
+                self._sessions["whole"] = Session(self.model)
+            session = self._sessions["whole"]
+            got = session.run({k: v for k, v in feeds.items() if k in {i.name for i in session.inputs()}})
+        except Exception:
+            return None
+        for node in graph:
+            self._place(node, frame, "onnxruntime")
+        return {v.name: got[v.name] for v in graph.outputs}
+
+    def _place(self, node: ir.Node, frame: _Frame, place: str) -> None:
+        key = (node, frame.calls)
+        if self._placements is not None and key not in self._placed:
+            self._placed.add(key)
+            counts = self._placements.setdefault(_op(node), {})
+            counts[place] = counts.get(place, 0) + 1
 
     # -- graphs and nodes ---------------------------------------------------------------------------------------
 
@@ -138,6 +159,17 @@ class Executor:
         for value in getattr(graph, "initializers", {}).values():
             if value not in scope.values and value.const_value is not None:
                 scope.values[value] = value.const_value.numpy()
+        if self.partitioned:
+            segments, drops = self._segments_of(graph, frame)
+            for segment, dead in zip(segments, drops):
+                if segment.place == partition.ONNXRUNTIME:
+                    self._segment(segment, frame, scope)
+                else:
+                    for node in segment.nodes:
+                        self._node(node, frame, scope)
+                for value in dead:
+                    scope.values.pop(value, None)
+            return [scope.get(v) for v in graph.outputs]
         drops = self._drops_of(graph)
         for node, dead in zip(graph, drops):
             self._node(node, frame, scope)
@@ -148,17 +180,45 @@ class Executor:
     def _drops_of(self, graph) -> list[list[ir.Value]]:
         """Per node, the values of this graph no later node needs (a body's uses count for the node holding it)."""
         if id(graph) not in self._drops:
-            last: dict[ir.Value, int] = {}
-            for i, node in enumerate(graph):
-                for value in _uses(node):
-                    last[value] = i
-            drops: list[list[ir.Value]] = [[] for _ in graph]
-            outputs = set(graph.outputs)
-            for value, i in last.items():
-                if value not in outputs:
-                    drops[i].append(value)
-            self._drops[id(graph)] = drops
+            self._drops[id(graph)] = _drops([[node] for node in graph], graph)
         return self._drops[id(graph)]
+
+    def _segments_of(self, graph, frame: _Frame) -> tuple[list[partition.Segment], list[list[ir.Value]]]:
+        key = (id(graph), frame.calls)
+        if key not in self._segments:
+            segments = partition.split(graph, frame.opsets, self.functions)
+            self._segments[key] = segments, _drops([s.nodes for s in segments], graph)
+        return self._segments[key]
+
+    def _segment(self, segment: partition.Segment, frame: _Frame, scope: _Scope) -> None:
+        """An onnxruntime segment in one session (built at its first run, per input types); its nodes one by one
+        when onnxruntime cannot build that session, or fails on these inputs (then the node that fails says
+        why)."""
+        if not segment.outputs:
+            return
+        arrays = [scope.get(v) for v in segment.inputs]
+        kinds = tuple(_kind(a) for a in arrays)
+        key = (segment, frame.calls, kinds)
+        if key not in self._sessions:
+            try:
+                model = partition.segment_model(segment, arrays, frame.opsets, self.functions, max_ir_version())
+                self._sessions[key] = Session(model, weights_inside=True)
+            except Exception as err:  # an op or a version onnxruntime lacks: its nodes one by one
+                self._sessions[key] = reason(err)
+        session = self._sessions[key]
+        if not isinstance(session, str):
+            try:
+                got = session.run(segment.fed(arrays))
+            except Exception:  # the node that fails on these inputs, found and named below
+                session = None
+            else:
+                for value in segment.outputs:
+                    scope.values[value] = got[value.name]
+                for node in segment.nodes:
+                    self._place(node, frame, "onnxruntime")
+                return
+        for node in segment.nodes:
+            self._node(node, frame, scope)
 
     def _node(self, node: ir.Node, frame: _Frame, scope: _Scope) -> None:
         path = frame.scope + node_label(node)
@@ -176,28 +236,26 @@ class Executor:
             raise
         except Exception as err:
             raise NodeFailed(path, _op(node), [describe(a) for a in inputs], reason(err)) from err
-        key = (node, frame.calls)
-        if self._placements is not None and key not in self._placed:
-            self._placed.add(key)
-            counts = self._placements.setdefault(_op(node), {})
-            counts[place] = counts.get(place, 0) + 1
+        self._place(node, frame, place[0])
         for value, output in zip(node.outputs, outputs):
             if value.name:
                 scope.values[value] = output
 
-    def _compile(self, node: ir.Node, frame: _Frame, path: str, inputs: list) -> tuple[str, _Compute]:
+    def _compile(self, node: ir.Node, frame: _Frame, path: str, inputs: list) -> tuple[list, _Compute]:
+        """([where the node runs], how): the place is a list, which a node onnxruntime fails on updates."""
         key = (node, frame.calls)
         if key not in self._compiled:
-            self._compiled[key] = self._choose(node, frame, path, inputs)
+            place, compute = self._choose(node, frame, path, inputs)
+            self._compiled[key] = [place] if isinstance(place, str) else place, compute
         return self._compiled[key]
 
-    def _choose(self, node: ir.Node, frame: _Frame, path: str, inputs: list) -> tuple[str, _Compute]:
+    def _choose(self, node: ir.Node, frame: _Frame, path: str, inputs: list) -> tuple:
         domain, op = _domain(node.domain), node.op_type
         attributes = _resolve(node, frame)
         if domain == "" and op in KERNELS:
             kwargs = {a.name: a.value for a in attributes if a.name not in _NOT_KERNEL_ARGS}
             return "rnnconv", lambda ins, _: KERNELS[op](*ins, dtype=self.dtype, **kwargs)
-        if onnx_quantized.is_quantized_lstm(node):
+        if onnx_quantized.is_quantized_lstm(node) and not self.partitioned:
             kwargs = {a.name: a.value for a in attributes}
             with_y = bool(node.outputs) and bool(node.outputs[0].name)
             return "rnnconv", lambda ins, _: dynamic_quantize_lstm(*ins, output_sequence=with_y,
@@ -215,29 +273,52 @@ class Executor:
         if domain == "" and op == "Constant" and [a.name for a in attributes] == ["value"]:
             value = attributes[0].value.numpy()
             return "rnnconv", lambda ins, _: [value]
-        version = frame.opsets.get(domain, 1)
-        first = ONNXRUNTIME_OPS.get(op, 0)
-        if domain == "" and first is not None and version >= first:
-            try:
-                run = reference.op(op, version, attributes, len(node.inputs), len(node.outputs), frame.opsets)
-                return "onnx reference", lambda ins, _: run(*ins)
-            except reference.NoReference:
-                pass
-        return "onnxruntime", self._onnxruntime(node, frame, attributes)
+        place = ["onnxruntime"]
+        return place, self._alone(node, frame, attributes, place)
 
-    def _onnxruntime(self, node: ir.Node, frame: _Frame, attributes: list) -> _Compute:
-        sessions: dict[tuple, NodeSession] = {}
+    def _alone(self, node: ir.Node, frame: _Frame, attributes: list, place: list) -> _Compute:
+        """The node alone in onnxruntime; in onnx's reference where onnxruntime cannot run it (no kernel, or none
+        for these types): `place` says which ran it last."""
+        sessions: dict[tuple, Callable] = {}
         constants = {k: v.const_value.numpy() for k, v in enumerate(node.inputs)
                      if v is not None and v.const_value is not None}
         wanted = [bool(v.name) for v in node.outputs]
+        domain = _domain(node.domain)
+
+        def referenced(err: Exception) -> Callable:
+            if domain != "":
+                raise err
+            try:
+                run = reference.op(node.op_type, frame.opsets.get("", 1), attributes, len(node.inputs),
+                                   len(node.outputs), frame.opsets)
+            except reference.NoReference:
+                raise err from None
+            place[0] = REFERENCE
+            return lambda *ins: run(*ins)
 
         def compute(inputs, _):
             # one session per input types (a loop body may see other types than the first run's: rare)
-            kinds = tuple(None if a is None else (np.asarray(a).dtype, np.ndim(a)) for a in inputs)
+            kinds = tuple(_kind(a) for a in inputs)
             if kinds not in sessions:
-                sessions[kinds] = NodeSession(node.domain, node.op_type, attributes, inputs, wanted, frame.opsets,
-                                              constants)
-            return sessions[kinds].run(*inputs)
+                try:
+                    sessions[kinds] = NodeSession(node.domain, node.op_type, attributes, inputs, wanted,
+                                                  frame.opsets, constants).run
+                    place[0] = "onnxruntime"
+                except Exception as err:
+                    sessions[kinds] = referenced(err)
+            try:
+                return sessions[kinds](*inputs)
+            except Exception as err:
+                if place[0] == REFERENCE:
+                    raise
+                try:
+                    run = referenced(err)
+                    outputs = run(*inputs)
+                except Exception:
+                    place[0] = "onnxruntime"
+                    raise err from None
+                sessions[kinds] = run
+                return outputs
 
         return compute
 
@@ -365,17 +446,27 @@ class Executor:
 _CONTROL_FLOW = {"If": Executor._if, "Loop": Executor._loop, "Scan": Executor._scan}
 
 
-def _uses(node: ir.Node) -> list[ir.Value]:
-    """The values a node reads: its inputs, and whatever its bodies read or return (outer values included)."""
-    found = [v for v in node.inputs if v is not None]
-    for attr in node.attributes.values():
-        bodies = ([attr.value] if attr.type == ir.AttributeType.GRAPH else
-                  list(attr.value) if attr.type == ir.AttributeType.GRAPHS else [])
-        for body in bodies:
-            for inner in body:
-                found += _uses(inner)
-            found += list(body.outputs)
-    return found
+def _drops(groups: list[list[ir.Node]], graph) -> list[list[ir.Value]]:
+    """Per group of nodes run together, the values of this graph no later group needs."""
+    last: dict[ir.Value, int] = {}
+    for i, nodes in enumerate(groups):
+        for node in nodes:
+            for value in partition.uses(node):
+                last[value] = i
+    drops: list[list[ir.Value]] = [[] for _ in groups]
+    outputs = set(graph.outputs)
+    for value, i in last.items():
+        if value not in outputs:
+            drops[i].append(value)
+    return drops
+
+
+def _kind(array) -> Optional[tuple]:
+    if array is None:
+        return None
+    if isinstance(array, list):
+        return ("sequence", len(array) and np.asarray(array[0]).dtype)
+    return np.asarray(array).dtype, np.ndim(array)
 
 
 def _domain(domain: str) -> str:
@@ -442,7 +533,7 @@ def describe(value) -> str:
     return f"{array.dtype}[{','.join(map(str, array.shape))}]"
 
 
-_ORT_SOURCE = re.compile(r"^\S+\.(?:cc|h|cpp|hpp):\d+ [^ ]+(?: \S+)? (?:\S+ was false\. )?")
+_ORT_SOURCE = re.compile(r"^\S+\.(?:cc|h|cpp|hpp):\d+ [^ ]+(?: \S+)? (?:\S+ was false\. )?|^.* was false\. ")
 
 
 def reason(err: BaseException) -> str:

@@ -55,9 +55,11 @@ def can_read(engine: str, model: Model) -> Optional[str]:
 
 
 def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision: str = "float64",
-        isolate: bool = False, placements: Optional[dict] = None) -> dict[str, np.ndarray]:
+        isolate: bool = False, placements: Optional[dict] = None, partitioned: bool = True) -> dict[str, np.ndarray]:
     """Run `model` in `engine`, outputs by name. `isolate`: a real runtime runs in a child process; `placements`:
-    filled by rnnconv's ONNX engine with where each node ran (engine.onnx_graph.run_onnx)."""
+    filled by rnnconv's ONNX engine with where each node ran (engine.onnx_graph.run_onnx); `partitioned`: that
+    engine hands onnxruntime what it runs as the spec says (False: every recurrent node in rnnconv's kernels, the
+    node checks)."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)} or all")
     why = can_read(engine, model)
@@ -65,7 +67,7 @@ def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision
         raise CannotRun(why)
     try:
         if engine == "rnnconv":
-            return _run_rnnconv(model, feeds, precision, placements)
+            return _run_rnnconv(model, feeds, precision, placements, partitioned)
         if engine == "onnxruntime":
             return _run_onnxruntime(model, feeds, isolate)
         return _run_openvino(model, feeds, isolate)
@@ -92,11 +94,12 @@ def _inputs_of(model: Model) -> set[str]:
     return {ovir.parameter_name(p) for p in model.graph.parameters()}
 
 
-def _run_rnnconv(model: Model, feeds, precision: str, placements: Optional[dict]) -> dict[str, np.ndarray]:
+def _run_rnnconv(model: Model, feeds, precision: str, placements: Optional[dict], partitioned: bool
+                 ) -> dict[str, np.ndarray]:
     wanted = _inputs_of(model)
     feeds = {k: v for k, v in feeds.items() if k in wanted}
     if model.format == "onnx":
-        return run_onnx(model.onnx, feeds, precision, placements)
+        return run_onnx(model.onnx, feeds, precision, placements, partitioned=partitioned)
     try:
         return run_ir(model.graph, feeds, precision)
     finally:

@@ -165,7 +165,8 @@ def _output_line(o: OutputComparison, width: int, swidth: int = 0) -> str:
             steps = [t for t, e in enumerate(o.max_abs_per_step) if e > (o.atol or 0)]
             if steps:
                 text += f"  steps {_ranges(steps)} of {len(o.max_abs_per_step)}"
-        text += f"  (atol {o.atol:g}, rtol {o.rtol:g})"
+        text += f"  (atol {o.atol:.3g}, rtol {o.rtol:g}; {o.tolerance})" if o.tolerance else \
+            f"  (atol {o.atol:g}, rtol {o.rtol:g})"
     if any(o.nan) or any(o.inf):
         text += f"  NaN {o.nan[0]}/{o.nan[1]}, Inf {o.inf[0]}/{o.inf[1]} (reference/candidate)"
     if o.problem:

@@ -38,6 +38,7 @@ class OutputComparison:
     inf: tuple = (0, 0)
     time_axis: Optional[int] = None  # recurrent outputs: the sequence axis, with the max error per step
     max_abs_per_step: Optional[list] = None
+    tolerance: str = ""  # where atol and rtol came from (the default for a dtype and scale, or given)
 
     @property
     def ok(self) -> bool:
@@ -133,6 +134,17 @@ def compare(name: str, ref: np.ndarray, cand: np.ndarray, atol: float, rtol: flo
                             time_axis=None if per_step is None else time_axis % r.ndim, max_abs_per_step=per_step)
 
 
+def magnitude(ref) -> float:
+    """The largest finite |value| of a floating output (0 for other types and empty ones): the default
+    tolerance's scale."""
+    r = np.asarray(ref)
+    if r.size == 0 or (r.dtype.kind not in "fc" and r.dtype.name != "bfloat16"):
+        return 0.0
+    r = np.abs(r.astype(np.float64))
+    finite = r[np.isfinite(r)]
+    return float(finite.max()) if finite.size else 0.0
+
+
 def compare_outputs(subject: str, engines: str, ref: Mapping[str, np.ndarray], cand: Mapping[str, np.ndarray],
                     tolerances: Tolerances = Tolerances(), *, names: Optional[Iterable[str]] = None,
                     declared: Optional[Mapping[str, object]] = None,
@@ -150,6 +162,7 @@ def compare_outputs(subject: str, engines: str, ref: Mapping[str, np.ndarray], c
             outputs.append(failed(name, "missing from this run's outputs", r.shape))
             continue
         c = np.asarray(cand[name])
-        atol, rtol = tolerances.for_output(name, declared.get(name), r.dtype, c.dtype)
+        atol, rtol, why = tolerances.explain(name, declared.get(name), r.dtype, c.dtype, magnitude=magnitude(r))
         outputs.append(compare(name, r, c, atol, rtol, time_axis=(time_axes or {}).get(name)))
+        outputs[-1].tolerance = why
     return Check(subject, engines, outputs)

@@ -15,13 +15,16 @@ from tests.conftest import run_cli
 
 
 def coarse_matmul() -> onnx.ModelProto:
-    """X [64, 2] @ [10.3, -10]: float16 stores 10.3 as 10.296875 (its step there is 1/128), 3e-3 off wherever
-    |x0| is near 1, while rows where the two products nearly cancel leave float16's relative tolerance nothing to
-    hold the difference. In float32 both products are exact to 1e-6."""
-    w = numpy_helper.from_array(np.array([[10.3], [-10.0]], np.float32), "w")
-    graph = helper.make_graph([helper.make_node("MatMul", ["X", "w"], ["out"], name="head")], "m",
-                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [64, 2])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [64, 1])], [w])
+    """X [64, 1] @ [100.3, 100.29] @ [1, -1]: 0.01 x in float32, but float16 stores both 100.3 and 100.29 as
+    100.3125 (its step there is 1/16), so the output is 0: up to 0.01 off on an output whose largest magnitude is
+    0.01, past float16's tolerance even with its scale term (2e-3 + 2e-3 x 0.01). In float32 the difference of the
+    two products is exact to 1e-5."""
+    w = numpy_helper.from_array(np.array([[100.3, 100.29]], np.float32), "w")
+    d = numpy_helper.from_array(np.array([[1.0], [-1.0]], np.float32), "d")
+    graph = helper.make_graph([helper.make_node("MatMul", ["X", "w"], ["two"], name="head"),
+                               helper.make_node("MatMul", ["two", "d"], ["out"], name="difference")], "m",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [64, 1])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [64, 1])], [w, d])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 

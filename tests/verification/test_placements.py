@@ -1,6 +1,7 @@
-"""Whole quantized models run in rnnconv's engine, the nodes onnx's reference has no kernel for (or computes
-otherwise) computed one by one by onnxruntime; the report says which nodes ran where: `placements` in JSON (per
-model, every node counted once) and one note naming those onnxruntime computed."""
+"""Where rnnconv's engine ran each node, as the report says: `placements` in JSON (per model, every node counted
+once) and one note. Whole-model runs hand onnxruntime every node it runs as the spec says (quantized models
+entirely); only what onnxruntime refuses (layout 1, versions below 7) runs in rnnconv's kernels; when the engine ran
+both models entirely in onnxruntime, its engine-vs-engine check is left out and said so."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import onnx
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import recurrent_model, run_cli
 from tests.quantized_models import float_lstm, quantize
 
 
@@ -28,11 +29,11 @@ def quantized(tmp_path_factory):
 
 
 def engine_notes(notes: list) -> list:
-    return [n for n in notes if n.startswith("engine:")]
+    return [n for n in notes if n.startswith("engine")]
 
 
 @pytest.mark.parametrize("command", ["upgrade", "dequantize"])
-def test_the_report_says_where_each_node_ran(quantized, command, tmp_path):
+def test_quantized_models_run_entirely_in_onnxruntime(quantized, command, tmp_path):
     out = tmp_path / "out.onnx"
     code, text, err = run_cli([command, quantized, "-o", out, "--json"])
     assert code == 0, text + err
@@ -41,53 +42,52 @@ def test_the_report_says_where_each_node_ran(quantized, command, tmp_path):
         placed = report["placements"][side]
         counts = op_counts(path)
         assert counts["MatMulInteger"] >= 1
-        # every node of the model placed once (loops run a node many times; it still counts once)
-        assert {op: sum(where.values()) for op, where in placed.items()} == dict(counts)
-        assert placed["MatMulInteger"] == {"onnxruntime": counts["MatMulInteger"]}
-        recurrent = "LSTM" if side == "converted" and command == "dequantize" else "com.microsoft::DynamicQuantizeLSTM"
-        assert placed[recurrent] == {"rnnconv": 1}
-    (note,) = engine_notes(report["notes"])
-    n = op_counts(quantized)["MatMulInteger"]
-    assert note == (f"engine: onnxruntime computed MatMulInteger {n} (onnx reference computes it otherwise), "
-                    f"node by node")
+        assert placed == {op: {"onnxruntime": n} for op, n in counts.items()}
+    notes = engine_notes(report["notes"])
+    assert any(n.startswith("engine vs engine: left out") for n in notes), notes
+    if command == "upgrade":  # the same nodes on both sides: one line
+        assert f"engine: onnxruntime {sum(op_counts(quantized).values())} nodes" in notes, notes
     code, text, err = run_cli([command, quantized, "-o", out, "--force"])
-    assert code == 0 and f"  note: {note}\n" in text, text + err
+    assert code == 0 and "  note: engine" in text, text + err
 
 
-def test_verify_says_where_each_node_ran(quantized):
-    code, text, err = run_cli(["verify", quantized, quantized, "--json"])
+def test_verify_all_engines_says_same_runtime(tmp_path):
+    path = tmp_path / "float.onnx"
+    onnx.save(float_lstm("bidirectional", head=True), str(path))
+    code, text, err = run_cli(["verify", path, path, "--engine", "all", "--json"])
     assert code == 0, text + err
     report = json.loads(text)
-    n = op_counts(quantized)["MatMulInteger"]
+    n = sum(op_counts(path).values())
     for side in ("reference", "candidate"):
-        assert report["placements"][side]["MatMulInteger"] == {"onnxruntime": n}
-    assert engine_notes(report["notes"]) == [f"engine: onnxruntime computed MatMulInteger {n} (onnx reference "
-                                             f"computes it otherwise), node by node"]
+        assert sum(sum(c.values()) for c in report["placements"][side].values()) == n
+    subjects = [c["subject"] for c in report["checks"]]
+    assert subjects == ["reference[openvino]", "candidate[rnnconv]", "candidate[openvino]"], subjects
+    for side in ("reference", "candidate"):
+        assert any(note.startswith(f"{side}[onnxruntime]: not compared, the same runtime") for note in report["notes"])
 
 
-def test_no_note_when_rnnconv_and_the_reference_ran_everything(tmp_path):
-    source, out = tmp_path / "float.onnx", tmp_path / "out.onnx"
-    onnx.save(float_lstm("bidirectional", head=True), str(source))
-    code, text, err = run_cli(["upgrade", source, "-o", out, "--json"])
+def test_layout_1_runs_in_rnnconv_the_rest_in_onnxruntime(tmp_path):
+    """onnxruntime refuses layout=1: that node runs in rnnconv's kernel, the Transposes `layout --to 0` writes
+    around the converted one run in onnxruntime, and the engine check compares the two (it is not the same
+    runtime)."""
+    source, out = tmp_path / "layout1.onnx", tmp_path / "out.onnx"
+    onnx.save(recurrent_model("GRU", layout=1, direction="bidirectional"), str(source))
+    code, text, err = run_cli(["layout", source, "--to", "0", "-o", out, "--json"])
     assert code == 0, text + err
     report = json.loads(text)
-    assert report["placements"]["source"] == {"LSTM": {"rnnconv": 1}, "MatMul": {"onnx reference": 1}}
-    assert not engine_notes(report["notes"])
+    assert report["placements"]["source"] == {"GRU": {"rnnconv": 1}}
+    assert set(report["placements"]["converted"]["GRU"]) == {"onnxruntime"}
+    assert not any(n.startswith("engine vs engine") for n in report["notes"])
+    assert [c for c in report["checks"] if c["subject"] == "model" and c["engines"] == "engine"]
 
 
 def test_the_note_tells_the_models_apart(tmp_path):
-    """Softmax-11 (a 2-D coercion) is computed by onnxruntime, Softmax-13 by onnx's reference: upgraded, the
-    source and the converted model ran it in different places."""
-    model = float_lstm("forward", head=True, opset=11)
-    model.graph.node.append(onnx.helper.make_node("Softmax", ["logits"], ["probs"], axis=2, name="softmax"))
-    model.graph.output.append(onnx.helper.make_tensor_value_info("probs", onnx.TensorProto.FLOAT, [1, "N", 5]))
-    source, out = tmp_path / "softmax11.onnx", tmp_path / "out.onnx"
-    onnx.save(model, str(source))
+    source, out = tmp_path / "lstm1.onnx", tmp_path / "out.onnx"
+    onnx.save(recurrent_model("LSTM", opset=1), str(source))
     code, text, err = run_cli(["upgrade", source, "-o", out, "--json"])
     assert code == 0, text + err
     report = json.loads(text)
-    assert report["placements"]["source"]["Softmax"] == {"onnxruntime": 1}
-    assert report["placements"]["converted"]["Softmax"] == {"onnx reference": 1}
-    assert engine_notes(report["notes"]) == [("engine: onnxruntime computed, node by node: in the source: Softmax 1 "
-                                              "(onnx reference computes it otherwise); in the converted model: "
-                                              "nothing")]
+    assert report["placements"]["source"]["LSTM"] == {"rnnconv": 1}
+    assert report["placements"]["converted"]["LSTM"] == {"onnxruntime": 1}
+    (note,) = [n for n in report["notes"] if n.startswith("engine:")]
+    assert "source: " in note and "rnnconv LSTM 1" in note and "converted model: onnxruntime" in note, note
