@@ -159,6 +159,7 @@ def convert(source, output, *, command: str, passes: Sequence[Pass], verify: str
     if verify not in VERIFY_MODES:
         raise UsageError(f"verify={verify!r}: expected one of {', '.join(VERIFY_MODES)}")
     model = loaded if loaded is not None else load(source)
+    options.tolerances.check_names([v.name for v in model.graph.outputs])
     if output is not None:  # over the input's external data first, then the name
         io.guard_output(Path(output), force=force, inputs=(*paths, *io.external_paths(model)))
         io.check_suffix(output, ".onnx", "an ONNX model")

@@ -51,7 +51,7 @@ def _defer_sympy() -> None:
 _defer_sympy()
 
 from rnnconv import __version__  # noqa: E402
-from rnnconv.cli.options import error_text  # noqa: E402
+from rnnconv.cli.options import COMMANDS, error_text  # noqa: E402
 from rnnconv.errors import (  # noqa: E402
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -63,9 +63,6 @@ from rnnconv.errors import (  # noqa: E402
 )
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
-# Each entry is a module in rnnconv/cli/ defining `command`; adding a command is one line here.
-COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "dequantize", "to_openvino", "from_openvino", "verify",
-            "check"]
 
 
 @click.group(epilog=exit_codes_help())

@@ -18,6 +18,11 @@ from rnnconv.verification import ALL_OUTPUTS, VERIFY_MODES
 FLAGS: dict[str, str] = {}
 
 
+# Each entry is a module in rnnconv/cli/ defining `command` (rnnconv/cli/__init__.py adds them in this order);
+# adding a command is one line here.
+COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "dequantize", "to_openvino", "from_openvino", "verify",
+            "check"]
+
 def option(*decls, **kwargs):
     """click.option, remembering which flag sets which API parameter."""
     opt = click.Option(decls, **kwargs)
@@ -32,8 +37,6 @@ def fix_text(fix: str) -> str:
     name, sep, value = fix.partition("=")
     flag = FLAGS.get(name)
     if flag is None:
-        from rnnconv.cli import COMMANDS  # read when an error is printed: every command is defined by then
-
         return f"rnnconv {name.replace('_', '-')}" if not sep and name in COMMANDS else fix
     if sep and FLAGS.get(name) and value.lower() == "true":
         return flag

@@ -77,6 +77,7 @@ def from_openvino(xml, output=None, *, bin=None, opset: Optional[int] = None, la
     except RnnconvError as err:
         raise VerificationFailed(f"from-openvino: the converted model fails onnx.checker: {err}", report) from err
     options = checks.CheckOptions.of(**check)
+    options.tolerances.check_names([v.name for v in model.graph.outputs])
     if verify != "none":
         report.checks.extend(checks.check_nodes([_node_pair(rw, opset, layout) for rw in conv.recurrent], options))
     if verify == "full":

@@ -91,6 +91,7 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
     _refuse_quantized(model)
     report = Report(command="to-openvino", verified=mode)
     options = checks.CheckOptions.of(**check, fp16_weights=fp16)
+    options.tolerances.check_names([v.name for v in model.graph.outputs])
     conversion, why = None, _route(model, route)
     with contextlib.ExitStack() as stack:
         if mode == "full" and isolate and (openvino_runtime.available() if runtime is None else runtime):
