@@ -5,6 +5,7 @@ The files it is asked for (save_inputs, save_outputs, plot) are written atomical
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Mapping, Optional
@@ -12,6 +13,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from rnnconv import io
+from rnnconv.dialects import onnx_quantized
 from rnnconv.errors import BadInput, Unsupported, UsageError
 from rnnconv.verification.checks import CheckOptions, input_sets, merge_placements, placements_note, runnable_sets
 from rnnconv.verification.engines import ENGINES, CannotRun, run
@@ -138,13 +140,19 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
                 report.notes.extend([] if same in report.notes else [same])
                 continue
             comparisons = []
+            held = tolerances
+            if _approximates(eng, models[side]) or _approximates(baseline[1], models[baseline[0]]):
+                held = dataclasses.replace(tolerances, dequantized=True)
+                note = (f"{side}[{eng}]: OpenVINO's ONNX import computes com.microsoft DynamicQuantizeLSTM otherwise "
+                        f"than onnxruntime's kernel, which defines it: held to the 'dequantized' tolerance")
+                report.notes.extend([] if note in report.notes else [note])
             for n in names:
                 if n not in base:
                     comparisons.append(failed(n, f"{report.baseline} gave no output {n!r}"))
                 elif n not in outs:
                     comparisons.append(failed(n, "missing from this run's outputs", np.shape(base[n])))
                 else:
-                    a, r, why = tolerances.explain(n, dtypes.get(n), np.asarray(base[n]).dtype,
+                    a, r, why = held.explain(n, dtypes.get(n), np.asarray(base[n]).dtype,
                                                    np.asarray(outs[n]).dtype, magnitude=magnitude(base[n]))
                     comparisons.append(compare(n, base[n], outs[n], a, r, time_axis=axes.get(n)))
                     comparisons[-1].tolerance = why
@@ -160,6 +168,12 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
     if plot is not None:
         plot_errors(report, plot)
     return report
+
+
+def _approximates(engine: str, model) -> bool:
+    """OpenVINO reading an ONNX model that holds a DynamicQuantizeLSTM: an approximation of the op by nature
+    (`rnnconv check --target openvino` measures it), not a runtime bug."""
+    return engine == "openvino" and model.format == "onnx" and onnx_quantized.holds(model.onnx)
 
 
 def _savez(path, arrays: Mapping[str, np.ndarray]) -> None:

@@ -106,6 +106,7 @@ class Executor:
         self._drops: dict[int, list[list[ir.Value]]] = {}
         self._segments: dict[tuple, tuple[list[partition.Segment], list[list[ir.Value]]]] = {}
         self._sessions: dict[tuple, object] = {}  # (segment, input kinds) -> Session, or the reason it failed
+        self._one_by_one: set = set()  # segments whose session failed on these inputs
         self._placed: set = set()
         self._placements: Optional[Placements] = None
 
@@ -135,11 +136,13 @@ class Executor:
         if any(v.dtype == ir.DataType.BFLOAT16 for v in [*graph.inputs, *graph.outputs]):
             return None  # onnxruntime's Python API moves no bfloat16 arrays: the segments' way
         try:
-            if "whole" not in self._sessions:
-                self._sessions["whole"] = Session(self.model)
-            session = self._sessions["whole"]
+            session = Session(self.model)
+        except Exception:  # the segments' way finds the node onnxruntime lacks
+            return None
+        try:
             got = session.run({k: v for k, v in feeds.items() if k in {i.name for i in session.inputs()}})
-        except Exception:
+        except Exception:  # these inputs: node by node, the node that fails says why
+            self._one_by_one.add(segments[0])
             return None
         for node in graph:
             self._place(node, frame, "onnxruntime")
@@ -195,6 +198,10 @@ class Executor:
         when onnxruntime cannot build that session, or fails on these inputs (then the node that fails says
         why)."""
         if not segment.outputs:
+            return
+        if segment in self._one_by_one:
+            for node in segment.nodes:
+                self._node(node, frame, scope)
             return
         arrays = [scope.get(v) for v in segment.inputs]
         kinds = tuple(_kind(a) for a in arrays)
