@@ -207,3 +207,67 @@ def test_verify_all_engines_on_a_dynamic_quantize_lstm_over_24_steps(tmp_path):
     assert report["placements"]["reference"]["com.microsoft::DynamicQuantizeLSTM"] == {"onnxruntime": 1}
     if any(c["subject"] == "reference[openvino]" for c in report["checks"]):
         assert any("held to the 'dequantized' tolerance" in n for n in report["notes"]), report["notes"]
+
+
+def _layout0_twin(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The same model with every layout-1 LSTM written as Transpose -> layout-0 LSTM -> Transpose, by hand (the
+    oracle's model: onnxruntime runs it), recursing into Loop bodies."""
+    def graph(g: onnx.GraphProto) -> None:
+        nodes = []
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    graph(a.g)
+            layout = [a for a in node.attribute if a.name == "layout"]
+            if node.op_type != "LSTM" or not layout or layout[0].i != 1:
+                nodes.append(node)
+                continue
+            node.attribute.remove(layout[0])
+            x, y_h = node.input[0], node.output[1]
+            nodes.append(helper.make_node("Transpose", [x], [x + "_t"], perm=[1, 0, 2]))
+            node.input[0], node.output[1] = x + "_t", y_h + "_t"
+            nodes.append(node)
+            nodes.append(helper.make_node("Transpose", [y_h + "_t"], [y_h], perm=[1, 0, 2]))
+        del g.node[:]
+        g.node.extend(nodes)
+
+    twin = onnx.ModelProto()
+    twin.CopyFrom(model)
+    graph(twin.graph)
+    return twin
+
+
+def test_diamond_and_loop_body_around_layout_1_lstms():
+    """x -> Relu -> layout-1 LSTM -> Y_h, and x -> ReduceMean on a path of its own that meets Y_h in an Add after
+    the LSTM; then a Loop whose body runs another layout-1 LSTM on the carried state each iteration. The segments
+    must keep every value's producer before its readers; the numbers are onnxruntime's on the layout-0 twin."""
+    I = H
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "T", I])
+    rec, inits = _lstm("r", I, layout=1)
+    body_rec, body_inits = _lstm("state_in", H, layout=1, prefix="b_")
+    body = helper.make_graph(
+        body_rec + [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+                    helper.make_node("Tanh", ["b_Y_h"], ["state_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("state_in", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("state_out", TensorProto.FLOAT, None)], body_inits)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), *rec,
+             helper.make_node("ReduceMean", ["x"], ["m"], axes=[1], keepdims=1),
+             helper.make_node("Add", ["Y_h", "m"], ["s"]),
+             helper.make_node("Loop", ["trips", ""], ["out"], body=body)]
+    nodes[-1].input[1] = ""
+    nodes[-1].input.append("s")
+    inits += [numpy_helper.from_array(np.array(3, np.int64), "trips")]
+    graph = helper.make_graph(nodes, "diamond", [x], [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    feeds = {"x": RNG.uniform(-1, 1, (2, 5, I)).astype(np.float32)}
+    placements: dict = {}
+    got = run_onnx(_ir(model), feeds, placements=placements, partitioned=True)
+    want = run_onnxruntime(_layout0_twin(model), feeds)
+    np.testing.assert_allclose(got["out"], want["out"], rtol=1e-5, atol=1e-6)
+    assert placements["LSTM"] == {"rnnconv": 2} and placements["Loop"] == {"rnnconv": 1}
+    assert placements["ReduceMean"] == placements["Add"] == placements["Tanh"] == {"onnxruntime": 1}
