@@ -20,6 +20,7 @@ The interface is untouched: the inputs and outputs keep their names, types and d
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Optional
 
@@ -57,13 +58,32 @@ def ifs(model: ir.Model) -> list[ir.Node]:
     return found
 
 
+@dataclasses.dataclass
+class Polymorphic:
+    """An If left whose branches give two ranks, and that no other such If decides: the rank is decided at run
+    time, by the shapes of `reads` (which come from the graph inputs `inputs`)."""
+
+    node: str
+    ranks: tuple  # (output index, rank in then_branch, rank in else_branch)
+    reads: list[str]
+    inputs: list[str]
+
+    def __str__(self) -> str:
+        k, a, b = self.ranks
+        return (f"If node {self.node!r} decides the rank of its output {k} at run time (rank {a} in then_branch, "
+                f"{b} in else_branch: both type-check downstream), from the shape of "
+                f"{', '.join(repr(r) for r in self.reads)}" +
+                (f" (from input(s) {', '.join(repr(i) for i in self.inputs)})" if self.inputs else ""))
+
+
 class SettleIfs(Pass):
-    """See the module's docstring. `changes` lists each If settled and why; `polymorphic` (after the call) the
-    root Ifs left whose branches give two ranks, each with the values whose shapes its condition reads."""
+    """See the module's docstring. The result's `changes` say each If settled and why; after the call
+    `by_failure` names the Ifs Case 2 settled, `polymorphic` the root Ifs left whose branches give two ranks."""
 
     def __init__(self):
         super().__init__()
-        self.polymorphic: list[tuple[str, list[str]]] = []
+        self.by_failure: list[str] = []
+        self.polymorphic: list[Polymorphic] = []
 
     def call(self, model: ir.Model) -> PassResult:
         changes: list[str] = []
@@ -74,23 +94,37 @@ class SettleIfs(Pass):
             step = _settle_by_failure(model)
             if step is None:
                 break
-            changes.append(step)
+            self.by_failure.append(step[0])
+            changes.append(step[1])
         self.polymorphic = _roots(model)
         if changes:
             RemoveUnusedNodesPass()(model)
         return PassResult(model, bool(changes), changes=changes)
 
 
-def settled_copy(model: ir.Model) -> tuple[ir.Model, list[str]]:
-    """`model` itself and no lines when no If is settled; else a settled copy (the source stays as it is, to be
-    verified against) and one line per If settled."""
+@dataclasses.dataclass
+class Settled:
+    model: ir.Model  # the source itself when nothing was settled, else a settled copy
+    changes: list[str]
+    by_failure: list[str]
+    polymorphic: list[Polymorphic]
+
+    def refusal(self) -> Optional[str]:
+        """What a runtime that needs static ranks cannot take, in one line (None: nothing)."""
+        if not self.polymorphic:
+            return None
+        return ("the rank of a value is decided at run time: " + "; ".join(map(str, self.polymorphic)) +
+                ". What would work: a model whose declared input shapes fix what the condition reads")
+
+
+def settle(model: ir.Model) -> Settled:
+    """SettleIfs on a copy of `model` (the source stays as it is, to be verified against)."""
     if not ifs(model):
-        return model, []
+        return Settled(model, [], [], [])
     copy = model.clone()
-    result = SettleIfs()(copy)
-    if not result.modified:
-        return model, []
-    return copy, [f"settled {line}" for line in result.changes]
+    settler = SettleIfs()
+    result = settler(copy)
+    return Settled(copy if result.modified else model, result.changes, settler.by_failure, settler.polymorphic)
 
 
 def settle_by_shapes(model: ir.Model) -> list[str]:
@@ -113,8 +147,8 @@ def settle_by_shapes(model: ir.Model) -> list[str]:
             live = {id(n) for n in ifs(model)}
 
 
-def _settle_by_failure(model: ir.Model) -> Optional[str]:
-    """Case 2 for the first If it settles: the line saying which and why, or None."""
+def _settle_by_failure(model: ir.Model) -> Optional[tuple[str, str]]:
+    """Case 2 for the first If it settles: its name and the line saying which branch and why, or None."""
     shapes, error = schemas.infer_shapes(model, strict=True)
     if error is not None:
         return None
@@ -126,7 +160,7 @@ def _settle_by_failure(model: ir.Model) -> Optional[str]:
         if len(failed) == 1:
             kept = BRANCHES[1 - BRANCHES.index(failed[0])]
             inline(node, kept)
-            return (f"If node {node_label(node)!r}: {kept} kept ({failed[0]} can never reach the outputs: "
+            return node_label(node), (f"If node {node_label(node)!r}: {kept} kept ({failed[0]} can never reach the outputs: "
                     f"{failures[failed[0]]})")
     return None
 
@@ -203,14 +237,14 @@ def _reads_only_shapes(value: Optional[ir.Value]) -> bool:
     return True
 
 
-def _ranks_differ(node: ir.Node, shapes: dict) -> bool:
-    """Whether some output has a known, different rank in the two branches."""
+def _ranks_differ(node: ir.Node, shapes: dict) -> Optional[tuple]:
+    """The first output with a known, different rank in the two branches: (index, then rank, else rank)."""
     then, other = (node.attributes[b].value for b in BRANCHES)
-    for a, b in zip(then.outputs, other.outputs):
+    for k, (a, b) in enumerate(zip(then.outputs, other.outputs)):
         ranks = [_rank(v, shapes) for v in (a, b)]
         if None not in ranks and ranks[0] != ranks[1]:
-            return True
-    return False
+            return (k, *ranks)
+    return None
 
 
 def _rank(value: ir.Value, shapes: dict) -> Optional[int]:
@@ -219,17 +253,19 @@ def _rank(value: ir.Value, shapes: dict) -> Optional[int]:
     return None if shape is None else len(shape)
 
 
-def _roots(model: ir.Model) -> list[tuple[str, list[str]]]:
+def _roots(model: ir.Model) -> list[Polymorphic]:
     """The Ifs on shapes left whose branches give two ranks, without those whose condition reads the shape of
-    another one's output; each with the values whose shapes its condition reads."""
+    another one's output."""
     shapes, _ = schemas.infer_shapes(model)
     left = [n for n in ifs(model) if _reads_only_shapes(n.inputs[0]) and _ranks_differ(n, shapes)]
+    inputs = {id(v): v.name for v in model.graph.inputs}
     found = []
     for node in left:
         read = _shapes_read(node.inputs[0])
-        upstream = _upstream_nodes(read)
+        upstream = _upstream(read)
         if not any(other is not node and id(other) in upstream for other in left):
-            found.append((node_label(node), [v.name for v in read]))
+            found.append(Polymorphic(node_label(node), _ranks_differ(node, shapes), [v.name for v in read],
+                                     [name for k, name in inputs.items() if k in upstream]))
     return found
 
 
@@ -247,18 +283,23 @@ def _shapes_read(value: ir.Value) -> list[ir.Value]:
     return read
 
 
-def _upstream_nodes(values: list[ir.Value]) -> set[int]:
-    """Every node the values depend on (an If's branches read what they read from outside them too)."""
+def _upstream(values: list[ir.Value]) -> set[int]:
+    """The ids of every node and value the values depend on (an If's branches read what they read from outside
+    them too)."""
     seen: set[int] = set()
-    queue = [v.producer() for v in values if v is not None and v.producer() is not None]
+    queue: list = list(values)
     while queue:
-        n = queue.pop()
-        if id(n) in seen:
+        v = queue.pop()
+        if v is None or id(v) in seen:
+            continue
+        seen.add(id(v))
+        n = v.producer()
+        if n is None or id(n) in seen:
             continue
         seen.add(id(n))
-        queue.extend(v.producer() for v in n.inputs if v is not None and v.producer() is not None)
+        queue.extend(n.inputs)
         for inner in _inner_nodes(n):
-            queue.extend(v.producer() for v in inner.inputs if v is not None and v.producer() is not None)
+            queue.extend(inner.inputs)
     return seen
 
 
