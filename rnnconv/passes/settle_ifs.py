@@ -12,6 +12,7 @@ Case 2: an If whose condition reads only shapes, and whose branches give values 
     onnx's strict shape inference fails in a node of the If's own graph that the model's outputs need, so that
     node runs after it on every input and no input taking that branch reaches the outputs. Nothing is proven (and
     nothing changes) when the model fails strict inference as it is.
+Case 3: with any If settled, the Identity nodes left go (see `drop_identities`).
 Ifs on values (`sr == 16000`) stay. Ifs of Case 2 where both branches type-check are genuinely rank-polymorphic:
 they stay, and `polymorphic` names the root ones (those whose condition no other such If decides).
 
@@ -99,6 +100,7 @@ class SettleIfs(Pass):
         self.polymorphic = _roots(model)
         if changes:
             RemoveUnusedNodesPass()(model)
+            drop_identities(model)
         return PassResult(model, bool(changes), changes=changes)
 
 
@@ -303,6 +305,28 @@ def _upstream(values: list[ir.Value]) -> set[int]:
     return seen
 
 
+def drop_identities(model: ir.Model) -> None:
+    """Case 3: the Identity nodes (the branches' own, mostly) go; one that gives a graph output stays unless its
+    input is made in that graph for it alone, which then takes the output's name, type and declared shape.
+    (OpenVINO's import keeps an Identity before an output as an Identity-16 layer, which from-openvino reads as
+    no ONNX op.)"""
+    for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
+        if node.op_type != "Identity" or node.domain not in ("", "ai.onnx") or node.graph is None:
+            continue
+        graph, x, y = node.graph, node.inputs[0], node.outputs[0]
+        if y in graph.outputs:
+            if x is None or x.producer() is None or x.producer().graph is not graph or x in graph.outputs \
+                    or len(x.uses()) != 1 or y.uses():
+                continue
+            name, type_, shape = y.name, y.type, y.shape
+            graph.outputs[graph.outputs.index(y)] = x
+            y.name = None
+            x.name, x.type, x.shape = name, type_ or x.type, shape
+        else:
+            ir.convenience.replace_all_uses_with(y, x)
+        graph.remove(node, safe=True)
+
+
 def inline(node: ir.Node, branch: str) -> None:
     """Put the nodes of the If's `branch` in place of the If; its outputs take the If's output names."""
     graph, body = node.graph, node.attributes[branch].value
@@ -358,7 +382,10 @@ class _Fold:
             return None
         if id(value) not in self.memo:
             self.memo[id(value)] = None  # a cycle reads as unknown
-            self.memo[id(value)] = self._value(value)
+            array = self._value(value)
+            # np.take of one element of an object array gives the element itself
+            self.memo[id(value)] = array if array is None or isinstance(array, np.ndarray) else \
+                np.asarray(array, dtype=object if array is None or isinstance(array, int) else None)
         return self.memo[id(value)]
 
     def shape(self, value: ir.Value) -> Optional[tuple]:
