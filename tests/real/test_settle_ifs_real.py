@@ -95,8 +95,8 @@ def test_settled_silero_models_run_in_openvino_with_their_interface(real_model, 
     source = onnx.load(str(real_model.path))
     has_sr = any(i.name == "sr" for i in source.graph.input)
     xml, back = tmp_path / "m.xml", tmp_path / "back.onnx"
-    run = rnnconv_cli("to-openvino", real_model.path, "-o", xml, "--dim", "input:1=512",
-                      *(["--range", "sr:16000,16000"] if has_sr else []))
+    sizes = ["--dim", "input:1=512", *(["--range", "sr:16000,16000"] if has_sr else [])]
+    run = rnnconv_cli("to-openvino", real_model.path, "-o", xml, *sizes)
     assert run.code == 0, run.stdout + run.stderr
     assert "then_branch kept (else_branch can never reach the outputs" in run.stdout
 
@@ -139,7 +139,7 @@ def test_settled_silero_models_run_in_openvino_with_their_interface(real_model, 
             assert diff <= TOL, f"{name} at {sr} Hz, {n} samples, batch {b}: {diff}"
     print(f"{real_model.name}: OpenVINO vs onnxruntime, max |diff| {worst:.3g}")
 
-    run = rnnconv_cli("from-openvino", xml, "-o", back)
+    run = rnnconv_cli("from-openvino", xml, "-o", back, *sizes)
     assert run.code == 0, run.stdout + run.stderr
     for (sr, n, b), outs in want.items():
         got = _sequence(lambda f: _onnxruntime(back, f), "back", sr, n, b, has_sr)
