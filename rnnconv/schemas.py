@@ -73,7 +73,7 @@ def infer_shapes(model: ir.Model, *, strict: bool = False) -> tuple[dict, str | 
     None for an unknown rank), from the graph inputs' declared shapes and the ops alone: the model's own value_info
     and output shapes are set aside (a stale annotation is no fact). With `strict`, also the first line of onnx's
     strict-mode error (None when there is none; the shapes are then empty)."""
-    proto = ir.serde.serialize_model(model)
+    proto = _without_weights(model)
     for g in _graphs(proto.graph):
         del g.value_info[:]
         for out in g.output:
@@ -91,6 +91,25 @@ def infer_shapes(model: ir.Model, *, strict: bool = False) -> tuple[dict, str | 
                 tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
             found[info.name] = shape if found.get(info.name, shape) == shape else None
     return found, None
+
+
+def _without_weights(model: ir.Model, most: int = 1024) -> "onnx.ModelProto":
+    """The model's proto, its initializers of more than `most` elements as typed graph inputs (shapes never depend
+    on a weight's values; its bytes are not copied)."""
+    graph = model.graph
+    big = [v for v in graph.initializers.values() if v.const_value is not None and v.const_value.size > most
+           and v.type is not None and v.shape is not None]
+    added = [v for v in big if v not in graph.inputs]
+    try:
+        for v in big:
+            graph.initializers.pop(v.name)
+        graph.inputs.extend(added)
+        return ir.serde.serialize_model(model)
+    finally:
+        for v in added:
+            graph.inputs.remove(v)
+        for v in big:
+            graph.register_initializer(v)
 
 
 def _graphs(graph: "onnx.GraphProto"):

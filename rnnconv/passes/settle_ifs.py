@@ -162,8 +162,8 @@ def _settle_by_failure(model: ir.Model) -> Optional[tuple[str, str]]:
         if len(failed) == 1:
             kept = BRANCHES[1 - BRANCHES.index(failed[0])]
             inline(node, kept)
-            return node_label(node), (f"If node {node_label(node)!r}: {kept} kept ({failed[0]} can never reach the outputs: "
-                    f"{failures[failed[0]]})")
+            why = f"{failed[0]} can never reach the outputs: {failures[failed[0]]}"
+            return node_label(node), f"If node {node_label(node)!r}: {kept} kept ({why})"
     return None
 
 
@@ -171,11 +171,9 @@ def _fails(model: ir.Model, node: ir.Node, branch: str) -> Optional[str]:
     """Why the model with `branch` in the If's place fails strict shape inference in a node of the If's graph that
     the outputs need (None: it does not, or not provably there)."""
     trial = model.clone()
-    copies = [n for n in ifs(trial) if node.name and n.name == node.name]
-    if len(copies) != 1:
-        return None
-    graph = copies[0].graph
-    inline(copies[0], branch)
+    copy = ifs(trial)[ifs(model).index(node)]  # a clone keeps the nodes' order
+    graph = copy.graph
+    inline(copy, branch)
     settle_by_shapes(trial)
     _, error = schemas.infer_shapes(trial, strict=True)
     if error is None:

@@ -3,11 +3,12 @@ OpenVINO's own ONNX import refuses, go through `to-openvino` with their interfac
 settle are replaced by the branch they take (SettleIfs), the one on `sr` stays as an OpenVINO If.
 
 Held against onnxruntime on the source: the IR keeps every input and output name, element type and rank, every
-input dim the source leaves open stays open, and every output dim that varies in the source's runs (the batch); OpenVINO's runtime (CPU, f32, in a process of its own, compiled once
-with its dynamic shapes) equals onnxruntime within 1e-4 over 3 chunks with the state fed back, batch 1 and 3, at
-576 and 512 samples (16 kHz) and 288 and 256 (8 kHz, silero_vad only: the others are 16 kHz models); a 1536-sample
-chunk the source refuses is refused by the IR too; `from-openvino` brings the IR back into ONNX that onnxruntime
-runs equal to the source (1e-5) on the same chunks.
+input dim the source leaves open stays open, and so does every output dim that varies in the source's runs (the
+batch); OpenVINO's runtime (CPU, f32, in a process of its own, compiled once with its dynamic shapes) equals
+onnxruntime within 1e-4 over 3 chunks with the state fed back, batch 1 and 3, at 576 and 512 samples (16 kHz) and
+288 and 256 (8 kHz, silero_vad only: the others are 16 kHz models); a 1536-sample chunk the source refuses is
+refused by the IR too; `from-openvino` brings the IR back into ONNX that onnxruntime runs equal to the source
+(1e-5) on the same chunks.
 """
 
 from __future__ import annotations
