@@ -72,7 +72,7 @@ class Polymorphic:
     def __str__(self) -> str:
         k, a, b = self.ranks
         return (f"If node {self.node!r} decides the rank of its output {k} at run time (rank {a} in then_branch, "
-                f"{b} in else_branch: both type-check downstream), from the shape of "
+                f"{b} in else_branch; neither provably fails downstream), from the shape of "
                 f"{', '.join(repr(r) for r in self.reads)}" +
                 (f" (from input(s) {', '.join(repr(i) for i in self.inputs)})" if self.inputs else ""))
 
@@ -91,8 +91,8 @@ class SettleIfs(Pass):
         if not ifs(model):
             return PassResult(model, False)
         while True:
-            changes += settle_by_shapes(model)
-            step = _settle_by_failure(model)
+            changes += settle_by_shapes(model)  # Case 1
+            step = _settle_by_failure(model)  # Case 2
             if step is None:
                 break
             self.by_failure.append(step[0])
@@ -100,7 +100,7 @@ class SettleIfs(Pass):
         self.polymorphic = _roots(model)
         if changes:
             RemoveUnusedNodesPass()(model)
-            drop_identities(model)
+            drop_identities(model)  # Case 3
         return PassResult(model, bool(changes), changes=changes)
 
 
@@ -186,6 +186,8 @@ def _fails(model: ir.Model, node: ir.Node, branch: str) -> Optional[str]:
     if len(failing) != 1 or not _needed(failing[0], graph):
         return None
     reason = error.rsplit("): ", 1)[-1].split("] ", 1)[-1]
+    if "existing" in reason:  # a declaration (a body's input) disagrees with the ops: no run-time failure
+        return None
     return f"{op} node {name!r} fails on it, onnx strict shape inference: {reason}"
 
 
@@ -248,9 +250,11 @@ def _ranks_differ(node: ir.Node, shapes: dict) -> Optional[tuple]:
 
 
 def _rank(value: ir.Value, shapes: dict) -> Optional[int]:
-    shape = shapes.get(value.name) if value.name in shapes else (
-        None if value.shape is None else tuple(d if isinstance(d, int) else None for d in value.shape))
-    return None if shape is None else len(shape)
+    """The inferred rank, else the declared one (it only picks the Ifs Case 2 tries: the proof is inference's)."""
+    shape = shapes.get(value.name)
+    if shape is None:
+        return None if value.shape is None else len(value.shape)
+    return len(shape)
 
 
 def _roots(model: ir.Model) -> list[Polymorphic]:

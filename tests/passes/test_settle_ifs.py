@@ -83,7 +83,8 @@ def polymorphic(tmp_path_factory):
 
 
 def _ort(path, feeds):
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    """onnxruntime's outputs on the model at `path` (or serialized as bytes), or why it refused the feeds."""
+    session = ort.InferenceSession(path if isinstance(path, bytes) else str(path), providers=["CPUExecutionProvider"])
     try:
         return session.run(None, feeds)
     except Exception as err:  # onnxruntime's refusal of an input the model does not take
@@ -196,3 +197,59 @@ def test_an_if_on_a_value_stays_and_one_on_a_declared_dim_is_settled(tmp_path):
     for sr in (16000, 8000):
         f = {**feeds, "sr": np.array(sr, np.int64)}
         np.testing.assert_array_equal(_ort(tmp_path / "s.onnx", f)[0], feeds["x"] * ((2 if sr == 16000 else 3) + 5))
+
+
+def _squeeze_then_lstm(lstm_behind_a_value_if: bool) -> onnx.ModelProto:
+    """x [N, L] -> If 'squeeze' (L == 1: Squeeze to [N], else x) -> Unsqueeze(0) -> an LSTM (input size 3), which
+    needs a 3-D X: the Squeeze branch never gets through it. With `lstm_behind_a_value_if` the LSTM sits in the
+    then_branch of an If on the input `flag`, so an input taking the Squeeze branch still runs (flag false)."""
+    rng = np.random.default_rng(0)
+    out = helper.make_tensor_value_info
+    tensor = lambda name, a: numpy_helper.from_array(np.asarray(a), name)  # noqa: E731
+    squeeze = helper.make_node(
+        "If", ["is1"], ["a"], name="squeeze",
+        then_branch=helper.make_graph([helper.make_node("Squeeze", ["x", "axis1"], ["sq"])], "t", [],
+                                      [out("sq", TensorProto.FLOAT, ["N"])]),
+        else_branch=helper.make_graph([helper.make_node("Identity", ["x"], ["id"])], "e", [],
+                                      [out("id", TensorProto.FLOAT, ["N", "L"])]))
+    lstm = [helper.make_node("LSTM", ["u", "W", "R"], ["Y"], hidden_size=2, name="lstm"),
+            helper.make_node("ReduceSum", ["Y"], ["y_lstm"], keepdims=0)]
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["L"], axis=0),
+             helper.make_node("Equal", ["L", "one"], ["is1"]), squeeze,
+             helper.make_node("Unsqueeze", ["a", "axis0"], ["u"])]
+    if lstm_behind_a_value_if:
+        nodes.append(helper.make_node(
+            "If", ["flag"], ["y"], name="by_flag",
+            then_branch=helper.make_graph(lstm[:1] + [helper.make_node("ReduceSum", ["Y"], ["y_t"], keepdims=0)],
+                                          "t2", [], [out("y_t", TensorProto.FLOAT, [])]),
+            else_branch=helper.make_graph([helper.make_node("ReduceSum", ["u"], ["y_e"], keepdims=0)], "e2", [],
+                                          [out("y_e", TensorProto.FLOAT, [])])))
+        inputs = [out("x", TensorProto.FLOAT, ["N", "L"]), out("flag", TensorProto.BOOL, [])]
+    else:
+        nodes += lstm[:1] + [helper.make_node("ReduceSum", ["Y"], ["y"], keepdims=0)]
+        inputs = [out("x", TensorProto.FLOAT, ["N", "L"])]
+    inits = [tensor("one", np.int64(1)), tensor("axis1", np.array([1], np.int64)),
+             tensor("axis0", np.array([0], np.int64)), tensor("W", rng.standard_normal((1, 8, 3), np.float32)),
+             tensor("R", rng.standard_normal((1, 8, 2), np.float32))]
+    graph = helper.make_graph(nodes, "squeeze_lstm", inputs, [out("y", TensorProto.FLOAT, [])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def test_a_branch_is_ruled_out_only_by_a_failure_that_always_runs(tmp_path):
+    model = io.load(_squeeze_then_lstm(False))
+    result = SettleIfs()(model)
+    assert ifs(model) == [] and result.changes == [
+        "If node 'squeeze': else_branch kept (then_branch can never reach the outputs: LSTM node 'lstm' fails on "
+        "it, onnx strict shape inference: First input tensor must have rank 3)"]
+    io.save(model, tmp_path / "settled.onnx")
+    x = np.ones((2, 3), np.float32)
+    want = _ort(_squeeze_then_lstm(False).SerializeToString(), {"x": x})
+    np.testing.assert_array_equal(_ort(tmp_path / "settled.onnx", {"x": x})[0], want[0])
+
+    # Behind an If on a value, the LSTM does not always run: an input with L = 1 and flag false runs to the end.
+    source = _squeeze_then_lstm(True)
+    assert not isinstance(_ort(source.SerializeToString(), {"x": np.ones((2, 1), np.float32),
+                                                             "flag": np.array(False)}), str)
+    settler = SettleIfs()
+    assert not settler(io.load(source)).modified
+    assert [p.node for p in settler.polymorphic] == ["squeeze"]
