@@ -66,3 +66,55 @@ def min_ir_version(opset: int) -> int:
         if ai_onnx >= opset and (best is None or ir_version < best):
             best = ir_version
     return best or onnx.IR_VERSION
+
+
+def infer_shapes(model: ir.Model, *, strict: bool = False) -> tuple[dict, str | None]:
+    """What onnx's shape inference says each named value's shape is (a tuple of ints, None where a dim is unknown;
+    None for an unknown rank), from the graph inputs' declared shapes and the ops alone: the model's own value_info
+    and output shapes are set aside (a stale annotation is no fact). With `strict`, also the first line of onnx's
+    strict-mode error (None when there is none; the shapes are then empty)."""
+    proto = _without_weights(model)
+    for g in _graphs(proto.graph):
+        del g.value_info[:]
+        for out in g.output:
+            if out.type.HasField("tensor_type"):
+                out.type.tensor_type.ClearField("shape")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=strict)
+    except Exception as err:  # InferenceError (strict mode) or a shape-inference crash on a malformed model
+        return {}, (str(err).strip().splitlines() or [type(err).__name__])[0]
+    found: dict = {}
+    for g in _graphs(inferred.graph):
+        for info in [*g.input, *g.output, *g.value_info]:
+            t = info.type.tensor_type if info.type.HasField("tensor_type") else None
+            shape = None if t is None or not t.HasField("shape") else \
+                tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+            found[info.name] = shape if found.get(info.name, shape) == shape else None
+    return found, None
+
+
+def _without_weights(model: ir.Model, most: int = 1024) -> "onnx.ModelProto":
+    """The model's proto, its initializers of more than `most` elements as typed graph inputs (shapes never depend
+    on a weight's values; its bytes are not copied)."""
+    graph = model.graph
+    big = [v for v in graph.initializers.values() if v.const_value is not None and v.const_value.size > most
+           and v.type is not None and v.shape is not None]
+    added = [v for v in big if v not in graph.inputs]
+    try:
+        for v in big:
+            graph.initializers.pop(v.name)
+        graph.inputs.extend(added)
+        return ir.serde.serialize_model(model)
+    finally:
+        for v in added:
+            graph.inputs.remove(v)
+        for v in big:
+            graph.register_initializer(v)
+
+
+def _graphs(graph: "onnx.GraphProto"):
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            for body in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+                yield from _graphs(body)

@@ -8,10 +8,13 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from rnnconv import io
+from pathlib import Path
+
+from rnnconv import io, schemas
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.errors import UsageError
-from rnnconv.runtimes import TARGETS, Finding, node_findings, quantized_findings
+from rnnconv.passes import settle_ifs
+from rnnconv.runtimes import REFUSES, TARGETS, Finding, node_findings, quantized_findings
 
 
 def _label(model) -> str:
@@ -39,6 +42,28 @@ def _findings(model, nodes, quantized, targets, label) -> list[Finding]:
         for t in targets:
             measured, diff = measure_openvino(model, q) if t == "openvino" else ("", None)
             found += quantized_findings(q, t, label, measured, diff)
+    if "openvino" in targets:
+        found += rank_findings(model, label)
+    return found
+
+
+def rank_findings(model, label: str) -> list[Finding]:
+    """The If nodes whose branches give values of two ranks, decided by shapes: OpenVINO's ONNX import gives such
+    an If's outputs a dynamic rank, which the ops behind it that need a static one (Conv, ReduceMean, the
+    recurrent ops) refuse. to-openvino settles those whose other branch provably fails (SettleIfs); the others
+    are decided at run time."""
+    settled = settle_ifs.settle(model)
+    version = schemas.schema_since_version("If", onnx_recurrent.default_opset(model)) or 1
+    problem = ("OpenVINO's ONNX import gives its output a dynamic rank (its branches give two ranks, chosen by a "
+               "shape), which the ops behind it that need a static rank (Conv, ReduceMean, LSTM...) refuse")
+    found = [Finding("openvino", name, "If", version, REFUSES,
+                     f"{problem}; its other branch fails on every input, so rnnconv keeps the one that runs",
+                     f"rnnconv to-openvino {label} -o {Path(label).stem}.xml")
+             for name in settled.by_failure]
+    for p in settled.polymorphic:
+        found.append(Finding("openvino", p.node, "If", version, REFUSES, f"{problem}; {p}",
+                             "none in rnnconv: both branches can run; a model exported with static shapes for "
+                             "what the condition reads would convert"))
     return found
 
 

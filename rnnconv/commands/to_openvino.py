@@ -40,6 +40,7 @@ from rnnconv.dialects.openvino import writer as ov_writer
 from rnnconv.engine import openvino_runtime
 from rnnconv.errors import IOFailure, Unsupported, UsageError, VerificationFailed
 from rnnconv.passes.ir_transpose_fold import FoldIRTransposes
+from rnnconv.passes.settle_ifs import settle
 from rnnconv.verification import VERIFY_MODES, checks, extract
 from rnnconv.verification.model import ir_model, onnx_model
 from rnnconv.verification.report import Report
@@ -92,6 +93,12 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
     report = Report(command="to-openvino", verified=mode)
     options = checks.CheckOptions.of(**check, fp16_weights=fp16)
     options.tolerances.check_names([v.name for v in model.graph.outputs])
+    # Converted: the source with the Ifs its shapes settle replaced by their branches; verified against the source.
+    settled = settle(model)
+    if settled.refusal():
+        raise Unsupported(f"cannot convert to OpenVINO IR (OpenVINO needs static ranks): {settled.refusal()}")
+    source_model, model = model, settled.model
+    report.notes.extend(f"settled {line}" for line in settled.changes)
     conversion, why = None, _route(model, route)
     with contextlib.ExitStack() as stack:
         if mode == "full" and isolate and (openvino_runtime.available() if runtime is None else runtime):
@@ -116,9 +123,11 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
             graph, pairs = _write_own(model, conversion, staged, where, stack, fp16)
             report.rewrites.extend(conversion.rewrites)
         else:
-            graph, pairs = _write_through_openvino(source, model, staged, where, fp16, report, why)
-        before, after = onnx_model(model, io.source_name(source)), ir_model(graph, str(out), tmp_xml, tmp_bin)
-        precision = checks.precision_for(model)
+            written = source if model is source_model else model  # the frontend reads a file: the settled one
+            graph, pairs = _write_through_openvino(written, model, staged, where, fp16, report, why)
+        before = onnx_model(source_model, io.source_name(source))
+        after = ir_model(graph, str(out), tmp_xml, tmp_bin)
+        precision = checks.precision_for(source_model)
         started = checks.start_runtime(before, after, options, worker, precision=precision) if worker else None
         if mode != "none":
             report.checks.extend(checks.check_nodes(pairs, options))

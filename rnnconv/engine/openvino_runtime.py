@@ -65,7 +65,8 @@ def infer(model, feeds: Mapping[str, np.ndarray], *, reshape: bool = False) -> l
     """Run an ov.Model on feeds keyed by tensor name (or Parameter friendly name, for IR 10).
 
     `reshape`: fix dynamic dims to the feeds' shapes first (the CPU plugin ignores sequence_lengths on dynamic
-    shapes, measured on 2026.4)."""
+    shapes, measured on 2026.4), unless an If is left: its shapes would be fixed in the branch the feeds do not
+    take too, whose ops may refuse them (silero-vad's 8 kHz LSTM: "batch_size not matched")."""
     import openvino as ov
 
     def by_name(ports) -> dict:
@@ -75,7 +76,7 @@ def infer(model, feeds: Mapping[str, np.ndarray], *, reshape: bool = False) -> l
                 out.setdefault(n, port)
         return out
 
-    if reshape:
+    if reshape and not any(op.get_type_name() == "If" for op in model.get_ordered_ops()):
         params = by_name(model.inputs)
         shapes = {params[k]: ov.PartialShape(list(np.shape(v))) for k, v in feeds.items() if k in params}
         if shapes:
