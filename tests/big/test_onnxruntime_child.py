@@ -46,6 +46,9 @@ def test_onnxruntime_child_crash_fails_the_check(tmp_path, monkeypatch):
     with pytest.raises(onnxruntime_runtime.Crashed, match="onnxruntime's process failed"):
         onnxruntime_runtime.run_isolated([model], {})
     monkeypatch.setattr(engines, "ISOLATE_WEIGHT_BYTES", 0)
-    found = checks.check_models(onnx_model(model), onnx_model(model), checks.CheckOptions())
-    assert len(found) == 2 and found[1].engines == "onnxruntime" and found[0].ok
-    assert not found[1].ok and "onnxruntime's process failed" in found[1].outputs[0].problem
+    notes: list = []
+    found = checks.check_models(onnx_model(model), onnx_model(model), checks.CheckOptions(), notes=notes)
+    # rnnconv's engine ran both models in onnxruntime in this process: its check is left out as the same runtime
+    assert any(n.startswith("engine vs engine: left out") for n in notes), notes
+    assert len(found) == 1 and found[0].engines == "onnxruntime"
+    assert not found[0].ok and "onnxruntime's process failed" in found[0].outputs[0].problem
