@@ -6,7 +6,8 @@ it runs with the same meaning, so every numeric expectation can come from onnxru
   Y [T,D,N,H] -> [N,T,D,H] and Y_h / Y_c [D,N,H] -> [N,D,H] after (ONNX LSTM-14's `layout` attribute);
 - versions below 7 (onnxruntime has no GRU-1/3, LSTM-1 or RNN-1 kernel) become version 7: the specs differ in
   `output_sequence` only (Y "optional if output_sequence is 0"; version 7 dropped it), and in GRU-1's lack of
-  linear_before_reset (absent means 0 in both). A node whose Y is used must say output_sequence=1;
+  linear_before_reset (absent means 0 in both). A node whose Y is used must say output_sequence=1. Other ops
+  only when opset 7 has the same schema version of them;
 - float64 and bfloat16 recurrent nodes (no onnxruntime kernel) run in float32 between Casts; bfloat16 graph inputs
   and outputs (which onnxruntime's Python API cannot pass) are float32 at the boundary, Cast inside.
 
@@ -90,9 +91,12 @@ def onnxruntime_form(model: onnx.ModelProto) -> onnx.ModelProto:
     opset = _opset(out)
     types = _elem_types(model)
     if opset < 7:
-        others = sorted({n.op_type for n in out.graph.node if n.op_type not in RECURRENT})
-        if others:
-            raise CannotReexpress(f"opset {opset} with {others}: their meaning may change at opset 7")
+        # Other ops only where opset 7 reads them with the same schema version (Transpose-1, Squeeze-1...).
+        changed = sorted({n.op_type for n in out.graph.node if n.op_type not in RECURRENT
+                          and onnx.defs.get_schema(n.op_type, 7).since_version
+                          != onnx.defs.get_schema(n.op_type, opset).since_version})
+        if changed:
+            raise CannotReexpress(f"opset {opset} with {changed}: another schema version at opset 7")
         for o in out.opset_import:
             if o.domain in ("", "ai.onnx"):
                 o.version = 7
