@@ -1,5 +1,5 @@
 """`rnnconv to-openvino`: every IR rnnconv writes is loaded by the real OpenVINO runtime (CPU, f32) and matches the
-ONNX source run in onnxruntime (layout 0) or rnnconv's engine (layout 1, which onnxruntime rejects) to 1e-5; the
+ONNX source run in onnxruntime (layout 1 through tests/oracle.py's re-expression) to 1e-5; the
 fixtures and PyTorch exports; fp16 weights; a wrong conversion, an existing output and a crashing runtime write
 nothing."""
 
@@ -23,11 +23,15 @@ from rnnconv.dialects.openvino import ops as ov_ops
 from rnnconv.errors import UsageError, VerificationFailed
 from tests.conftest import (
     FIXTURES,
+    OPENVINO_TOL,
     TORCH,
     assert_close,
     feeds,
+    fixture_feeds,
+    openvino_outputs,
     recurrent_cases,
     recurrent_model,
+    reference,
     run_cli,
     run_onnxruntime,
     run_openvino,
@@ -67,6 +71,13 @@ def test_random_cases_run_in_openvino(tmp_path, seed):
         kw["seed"] = kw["seed"] + seed
         model = recurrent_model(kind, T=T, N=N, **kw)
         assert to_openvino(model, tmp_path / "m.xml", force=True).report.ok  # includes the OpenVINO runtime check
+        inputs = feeds(model, dims={"T": T, "N": N})
+        want = reference(model, inputs)
+        got = openvino_outputs(tmp_path / "m.xml", inputs)
+        for name, value in want.items():
+            # unbounded activations (Affine, Relu, Elu) grow: float32's error grows with the magnitude
+            atol = OPENVINO_TOL * max(1.0, float(np.abs(value).max(initial=0)))
+            np.testing.assert_allclose(got[name], value, rtol=OPENVINO_TOL, atol=atol, err_msg=name)
 
     check()
 
@@ -116,9 +127,12 @@ def _fixture_cases():
 @pytest.mark.parametrize("name", _fixture_cases())
 def test_fixtures_convert_and_verify_in_openvino(tmp_path, name):
     """Every synthetic fixture (peepholes, input_forget, every activation, float16/float64/bfloat16, layout 1...)
-    converts, verified per node and whole against onnxruntime/the engine and the OpenVINO runtime."""
+    converts, verified per node and whole against onnxruntime/the engine and the OpenVINO runtime; the IR in the
+    OpenVINO runtime gives onnxruntime's numbers for the fixture (tests/oracle.py)."""
     report = to_openvino(FIXTURES / name, tmp_path / "m.xml").report
     assert report.ok and any("OpenVINO runtime" in c.engines for c in report.checks)
+    inputs = fixture_feeds(FIXTURES / name)
+    assert_close(reference(FIXTURES / name, inputs), openvino_outputs(tmp_path / "m.xml", inputs), tol=OPENVINO_TOL)
 
 
 def _torch_cases():
