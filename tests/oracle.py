@@ -148,11 +148,11 @@ def _node_for_onnxruntime(node, opset: int, types: dict) -> list:
         role = INPUT_NAMES[k]
         value = name
         if cast and role in FLOAT_INPUTS:
-            before.append(helper.make_node("Cast", [value], [f"{value}{tag}_f32"], to=TensorProto.FLOAT))
-            value = f"{value}{tag}_f32"
+            before.append(helper.make_node("Cast", [value], [f"{name}{tag}_{k}_f32"], to=TensorProto.FLOAT))
+            value = f"{name}{tag}_{k}_f32"
         if layout and role in ("X", *STATES):
-            before.append(helper.make_node("Transpose", [value], [f"{value}{tag}_t"], perm=[1, 0, 2]))
-            value = f"{value}{tag}_t"
+            before.append(helper.make_node("Transpose", [value], [f"{name}{tag}_{k}_t"], perm=[1, 0, 2]))
+            value = f"{name}{tag}_{k}_t"
         new.input[k] = value
     for k, name in enumerate(node.output):
         if not name or not (layout or cast):
