@@ -167,14 +167,15 @@ def _close(got, want, tol):
 @pytest.mark.parametrize("fp16", [False, True], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_layer_comes_back_from_openvino(tmp_path, name, fp16):
-    if name == "GroupConvolutionBackpropData" and not engine_gaps.grouped_conv_transpose():
-        pytest.skip("rnnconv's engine cannot run a grouped ConvTranspose yet (onnx's reference op)")
+    # rnnconv's engine cannot run a grouped ConvTranspose yet (onnx's reference op): from-openvino's own check
+    # cannot either, so there only onnxruntime on the ONNX against OpenVINO on the IR judges it.
+    engine_gap = name == "GroupConvolutionBackpropData" and not engine_gaps.grouped_conv_transpose()
     model, inputs = _model(name)
     xml = tmp_path / "m.xml"
     ov.save_model(model, str(xml), compress_to_fp16=fp16)
     feeds = {f"in{k}": v for k, v in enumerate(inputs)}
-    result = from_openvino(xml, tmp_path / "m.onnx", inputs=feeds)
-    assert result.report.ok and any(c.engines.startswith("OpenVINO") for c in result.report.checks)
+    result = from_openvino(xml, tmp_path / "m.onnx", inputs=feeds, verify="none" if engine_gap else "full")
+    assert engine_gap or (result.report.ok and any(c.engines.startswith("OpenVINO") for c in result.report.checks))
     onnx.checker.check_model(str(tmp_path / "m.onnx"), full_check=True)
     want = run_openvino(xml, feeds)
     sess = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
