@@ -196,4 +196,9 @@ def reference(model, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         model = onnx.load(str(model))
     bf16 = {vi.name for vi in _bfloat16_boundary(model)}
     inputs = {k: np.asarray(v).astype(np.float32) if k in bf16 else v for k, v in inputs.items()}
-    return run_onnxruntime(onnxruntime_form(model), inputs)
+    out = run_onnxruntime(onnxruntime_form(model), inputs)
+    if bf16:  # back to the declared type (exact: the values were rounded to bfloat16 inside)
+        import ml_dtypes
+
+        out = {k: v.astype(ml_dtypes.bfloat16) if k in bf16 else v for k, v in out.items()}
+    return out
