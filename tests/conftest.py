@@ -1,6 +1,8 @@
 """What the tests share: recurrent test models built with onnx.helper only (never rnnconv's own writers), inputs
 for them (and the fixtures' own), the runtimes that judge rnnconv (onnxruntime, the OpenVINO runtime at f32, and
-rnnconv's engine, itself held against the first two in tests/engine/), and the CLI run in this process.
+rnnconv's engine, itself held against the first two in tests/engine/; never an expectation), and the CLI run in
+this process. Expectations come from tests/oracle.py's `reference`: onnxruntime, on a re-expression it runs where
+it does not run the model as it is (layout 1, versions below 7, float64/bfloat16).
 
 Every OpenVINO IR a test writes is checked as it is written (the autouse fixture at the end): by rnnconv's own
 writer (every path to it goes through `writer.write_to`) and by OpenVINO's save on to-openvino's OpenVINO route
@@ -25,6 +27,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+from tests.oracle import reference, run_onnxruntime  # noqa: F401 (tests import them from here)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
@@ -497,18 +501,6 @@ def _time_steps(model: onnx.ModelProto, sizes: Mapping[str, int]) -> int:
 
 # -- runtimes -----------------------------------------------------------------------------------------------
 
-def run_onnxruntime(model, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """onnxruntime (CPU, one thread) on a ModelProto or a path: every output by name."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 4  # its refusals are in the exception; no log on stderr
-    options.intra_op_num_threads = 1
-    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in session.get_outputs()], session.run(None, dict(inputs))))
-
-
 _OPENVINO_CORE: list = []
 
 
@@ -538,20 +530,12 @@ def run_openvino(model, inputs: Mapping[str, np.ndarray], *, reshape: bool = Fal
 
 
 def run_engine(model, inputs: Mapping[str, np.ndarray], precision: str = "float64") -> dict[str, np.ndarray]:
-    """rnnconv's engine on a ModelProto, path or onnx_ir Model: every output by name."""
+    """rnnconv's engine on a ModelProto, path or onnx_ir Model: every output by name. What it computes is the
+    product's answer, never an expectation: expectations come from `reference` (tests/oracle.py)."""
     from rnnconv import io
     from rnnconv.engine.onnx_graph import run_onnx
 
     return run_onnx(io.load(model), inputs, precision)
-
-
-def reference(model, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """onnxruntime's outputs (run_onnxruntime); rnnconv's engine in float64 (run_engine) where onnxruntime refuses
-    the model (layout 1, bfloat16, GRU-1...)."""
-    try:
-        return run_onnxruntime(model, inputs)
-    except Exception:
-        return run_engine(model, inputs)
 
 
 def openvino_outputs(xml: Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -579,23 +563,26 @@ def assert_close(want: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], 
 
 def to_openvino_and_check(folder: Path, model: onnx.ModelProto, *, shapes=((4, 2),), name: str = "m"):
     """`rnnconv to-openvino` on `model` (verified, the OpenVINO runtime among its checks), then the IR it wrote
-    run in the OpenVINO runtime and in rnnconv's IR interpreter against the ONNX model in onnxruntime (in
-    rnnconv's engine for layout 1, which onnxruntime refuses), to 1e-5, at each (T, N) of `shapes`.
+    run in the OpenVINO runtime and in rnnconv's IR interpreter against the ONNX model in onnxruntime (`reference`:
+    layout 1 re-expressed for it), to 1e-5, at each (T, N) of `shapes` (without openvino: the interpreter only).
     Returns (xml, report)."""
     from rnnconv.commands.to_openvino import to_openvino
     from rnnconv.engine.ir_graph import run_ir
 
+    import importlib.util
+
+    openvino = importlib.util.find_spec("openvino") is not None
     xml = Path(folder) / f"{name}.xml"
     report = to_openvino(model, xml).report
     assert report.ok and xml.exists() and xml.with_suffix(".bin").exists()
-    assert any("OpenVINO runtime" in c.engines for c in report.checks)
-    compiled = openvino_compile(xml)
-    layout_1 = any(a.name == "layout" and a.i == 1 for n in model.graph.node for a in n.attribute)
+    assert not openvino or any("OpenVINO runtime" in c.engines for c in report.checks)
+    compiled = openvino_compile(xml) if openvino else None
     names = [o.name for o in model.graph.output]
     for t, n in shapes:
         inputs = feeds(model, dims={"T": t, "N": n})
-        want = run_engine(model, inputs) if layout_1 else run_onnxruntime(model, inputs)
-        assert_close(want, run_openvino(compiled, inputs), names)
+        want = reference(model, inputs)
+        if compiled is not None:
+            assert_close(want, run_openvino(compiled, inputs), names)
         assert_close(want, run_ir(xml, inputs), names)
     return xml, report
 

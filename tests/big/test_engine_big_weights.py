@@ -1,5 +1,5 @@
 """The engine and the IR interpreter on big weights: gate blocks multiplied where they lie (a view over an ONNX
-node's blocks, gate by gate over memory-mapped pieces) give the numbers a stacked copy gives."""
+node's blocks, gate by gate over memory-mapped pieces) and a stacked copy each give onnxruntime's numbers."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ from rnnconv import io
 from rnnconv.commands.to_openvino import translate
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import writer as ov_writer
-from tests.conftest import lstm_file
+from tests.conftest import OUTPUTS, lstm_file, recurrent_model, run_onnxruntime
 
 
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
 @pytest.mark.parametrize("lbr", [0, 1])
 def test_big_weights_are_multiplied_where_they_lie(op, lbr, monkeypatch):
-    # The engine's three ways to multiply by a layer's gates agree: one view over an ONNX node's gate blocks
-    # (no copy), gate by gate where the weights lie (big layers in another gate order), a stacked copy.
+    # The engine's three ways to multiply by a layer's gates each give onnxruntime's numbers: one view over an
+    # ONNX node's gate blocks (no copy), gate by gate where the weights lie (big layers in another gate order), a
+    # stacked copy.
     from rnnconv.engine import onnx_graph, recurrence
 
     if lbr and op != "GRU":
@@ -29,15 +30,17 @@ def test_big_weights_are_multiplied_where_they_lie(op, lbr, monkeypatch):
     attrs = dict(hidden_size=H, direction="bidirectional", dtype=np.float32)
     if op == "GRU":
         attrs["linear_before_reset"] = lbr
+    model = recurrent_model(op, direction="bidirectional", T=T, N=N, I=I, H=H, lbr=lbr, outputs=OUTPUTS[op],
+                            weights=dict(zip("WRB", args[1:])))
+    want = run_onnxruntime(model, {"X": args[0]})
     viewed = onnx_graph.KERNELS[op](*args, **attrs)
     monkeypatch.setattr(recurrence, "_adjacent", lambda mats: None)
     stacked = onnx_graph.KERNELS[op](*args, **attrs)
     monkeypatch.setattr(recurrence, "NO_COPY_BYTES", 0)
     in_place = onnx_graph.KERNELS[op](*args, **attrs)
-    for a, b, c in zip(viewed, stacked, in_place):
-        if a is not None:
-            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
-            np.testing.assert_allclose(a, c, rtol=1e-6, atol=1e-6)
+    for way, got in (("viewed", viewed), ("stacked", stacked), ("in place", in_place)):
+        for name, value in zip(OUTPUTS[op], got):
+            np.testing.assert_allclose(value, want[name], rtol=1e-5, atol=1e-6, err_msg=f"{name} {way}")
 
 
 def test_adjacent_gate_blocks_join_without_copy():
@@ -59,8 +62,10 @@ def test_ir_interpreter_reads_big_weights_where_they_lie(tmp_path, monkeypatch):
     from rnnconv.verification.inputs import random_inputs
 
     monkeypatch.setattr(ov_writer, "VIEW_BYTES", 0)
-    model = io.load(lstm_file(tmp_path / "m.onnx", H=16, I=8))
+    path = lstm_file(tmp_path / "m.onnx", H=16, I=8)
+    model = io.load(path)
     feeds = random_inputs(model)
+    want = run_onnxruntime(path, feeds)
     monkeypatch.setattr(ir_graph, "_TAKES_PIECES", frozenset())  # every op gets joined arrays
     joined = ir_graph.run_ir(translate(model).graph, feeds, "float32")
     monkeypatch.undo()
@@ -73,6 +78,7 @@ def test_ir_interpreter_reads_big_weights_where_they_lie(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ovir.Pieces, "__array__", refuse)
     lazy = ir_graph.run_ir(graph, feeds, "float32")
-    assert joined.keys() == lazy.keys()
-    for k in joined:
-        np.testing.assert_allclose(joined[k], lazy[k], rtol=1e-6, atol=1e-6)
+    for way, got in (("joined", joined), ("lazy", lazy)):
+        assert got.keys() == want.keys()
+        for k in want:
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-5, err_msg=f"{k} {way}")

@@ -6,9 +6,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import onnx
 import pytest
 
-from tests.conftest import FIXTURES, lstm_file, run_cli
+from tests.conftest import (
+    FIXTURES,
+    OPENVINO_TOL,
+    assert_close,
+    feeds,
+    fixture_feeds,
+    lstm_file,
+    openvino_outputs,
+    reference,
+    run_cli,
+)
 
 
 def fleet(folder: Path) -> Path:
@@ -40,6 +51,12 @@ def test_batch_over_a_directory_with_a_broken_model(jobs, tmp_path):
         assert rows[name]["max_abs"] is not None and rows[name]["seconds"] >= 0
     assert "broken.onnx" in stdout and "3 of 4 model(s) converted, 1 failed" in stdout
     assert "not an ONNX model" in stderr
+    # what it wrote holds the sources' numbers (onnxruntime on both sides, tests/oracle.py)
+    for source, written in ((models / "lstm.onnx", out / "lstm.onnx"), (models / "gru1_forward.onnx",
+                            out / "gru1_forward.onnx"), (models / "nested" / "external.onnx",
+                            out / "nested" / "external.onnx")):
+        inputs = feeds(onnx.load(str(source), load_external_data=False))
+        assert_close(reference(source, inputs), reference(written, inputs))
 
 
 def test_batch_exit_code_is_the_most_severe(tmp_path):
@@ -68,6 +85,12 @@ def test_batch_to_openvino_and_back(tmp_path):
                                "--quiet"])
     assert code == 0, stderr
     assert sorted(p.name for p in (tmp_path / "back").iterdir()) == ["gru1_forward.onnx", "lstm.onnx"]
+    # what batch mode wrote holds the sources' numbers: the IR in the OpenVINO runtime, the ONNX in onnxruntime
+    for name in ("lstm", "gru1_forward"):
+        inputs = fixture_feeds(FIXTURES / f"{name}.onnx")
+        want = reference(FIXTURES / f"{name}.onnx", inputs)
+        assert_close(want, openvino_outputs(tmp_path / "ir" / f"{name}.xml", inputs), tol=OPENVINO_TOL)
+        assert_close(want, reference(tmp_path / "back" / f"{name}.onnx", inputs), tol=OPENVINO_TOL)
 
 
 def test_batch_usage_errors(tmp_path):

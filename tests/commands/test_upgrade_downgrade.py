@@ -12,7 +12,7 @@ import pytest
 
 import rnnconv
 from rnnconv import io
-from tests.conftest import ALL_OPTIONAL, TORCH, interface, recurrent_model, run_cli, run_engine
+from tests.conftest import ALL_OPTIONAL, TORCH, interface, recurrent_model, reference, run_cli
 
 TORCH_EXPORTS = sorted(TORCH.glob("*.onnx"))
 
@@ -28,7 +28,7 @@ def test_torch_export_upgrades_and_comes_back(path):
     onnx.checker.check_model(io.to_proto(down.model), full_check=True)
     inputs = {v.name: expected[v.name] for v in down.model.graph.inputs if v.name in expected}
     for model in (up.model, down.model):
-        got = run_engine(model, inputs)
+        got = reference(io.to_proto(model), inputs)
         for name, value in got.items():
             np.testing.assert_allclose(value, expected[name], rtol=1e-5, atol=1e-5, err_msg=name)
 

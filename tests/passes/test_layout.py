@@ -23,8 +23,8 @@ from tests.conftest import (
     initializers,
     interface,
     recurrent_model,
+    reference,
     run_cli,
-    run_engine,
     run_onnxruntime,
 )
 
@@ -81,7 +81,7 @@ def test_layout1_to_0_runs_in_onnxruntime(op, direction, variant):
     assert interface(out) == interface(src)
     assert [_layout(n) for n in out.graph.node if n.op_type == op] == [0]
     inputs = feeds(src)
-    expected = run_engine(src, inputs)
+    expected = reference(src, inputs)
     got = run_onnxruntime(out, inputs)
     assert set(got) == set(expected)
     for name in expected:
@@ -96,7 +96,7 @@ def test_layout1_fixtures_to_0_match_samples(name, tmp_path):
     out = onnx.load(out_path)
     samples = np.load(FIXTURES / f"{name}.npz")  # the fixture's inputs
     inputs = {i.name: samples[i.name] for i in out.graph.input if i.name in samples}
-    expected = run_engine(FIXTURES / f"{name}.onnx", inputs)
+    expected = reference(FIXTURES / f"{name}.onnx", inputs)
     got = run_onnxruntime(out, inputs)
     for name_ in expected:
         np.testing.assert_allclose(got[name_], expected[name_], rtol=1e-5, atol=1e-5)
@@ -118,7 +118,7 @@ def test_batch_first_fixture_absorbs_transposes():
     lstm = next(n for n in out.graph.node if n.op_type == "LSTM")
     assert _layout(lstm) == 1 and lstm.input[0] == "input"
     assert interface(out) == interface(src) == interface(BATCH_FIRST)
-    # onnxruntime refuses layout 1: the engine stands in for the converted model, and the check says so.
+    # onnxruntime refuses layout 1: the product's check runs the engine there, and says so.
     assert [c.engines for c in result.report.checks] == ["engine", "engine", "onnxruntime vs engine"]
     assert "layout=1 is refused" in result.report.checks[2].note
     assert all(c.ok for c in result.report.checks)
@@ -134,7 +134,7 @@ def test_batch_first_upgrade_in_the_same_command(tmp_path):
     samples = np.load(FIXTURES / "lstm7_batch_first.npz")  # the fixture's inputs
     inputs = {i.name: samples[i.name] for i in out.graph.input if i.name in samples}
     expected = run_onnxruntime(BATCH_FIRST, inputs)
-    got = run_engine(out, inputs)
+    got = reference(out, inputs)
     for name in expected:
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-5)
 
@@ -162,7 +162,7 @@ def test_torch_batch_first_exports(name):
     assert interface(out) == interface(src)
     samples = np.load(path.with_suffix(".npz"))
     inputs = {i.name: samples[i.name] for i in out.graph.input if i.name in samples}
-    got = run_engine(out, inputs)
+    got = reference(out, inputs)
     for name_ in got:
         np.testing.assert_allclose(got[name_], samples[name_], rtol=1e-5, atol=1e-5)
 

@@ -13,7 +13,7 @@ from rnnconv import conversion, io
 from rnnconv.commands.downgrade import downgrade
 from rnnconv.commands.upgrade import upgrade
 from rnnconv.passes.transpose_fold import FoldTransposes
-from tests.conftest import ALL_OPTIONAL, NO_OPTIONAL, feeds, recurrent_model, run_engine, run_onnxruntime
+from tests.conftest import ALL_OPTIONAL, NO_OPTIONAL, feeds, recurrent_model, reference, run_onnxruntime
 
 F = TensorProto.FLOAT
 
@@ -183,7 +183,7 @@ def test_downgrade_folds_the_transposes_it_adds():
     out = io.to_proto(downgrade(src, opset=13).model)
     lstm = next(n for n in out.graph.node if n.op_type == "LSTM")
     assert lstm.input[0] == "x_seq_major"
-    expected = run_engine(src, inputs)
+    expected = reference(src, inputs)
     got = run_onnxruntime(out, inputs)
     for name in expected:
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-5)

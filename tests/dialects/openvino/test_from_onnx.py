@@ -14,7 +14,7 @@ from tests.conftest import (
     assert_close,
     feeds,
     recurrent_model,
-    run_engine,
+    reference,
     run_onnxruntime,
     run_openvino,
     to_openvino_and_check,
@@ -42,7 +42,7 @@ def test_layout1_shapes_and_numbers_where_openvino_import_is_wrong(tmp_path):
     model = recurrent_model("LSTM", layout=1, direction="bidirectional", T=4, N=2)
     xml, _ = to_openvino_and_check(tmp_path, model)
     inputs = feeds(model)
-    ref = run_engine(model, inputs)
+    ref = reference(model, inputs)
     assert run_openvino(xml, inputs)["Y"].shape == (2, 4, 2, 5) == ref["Y"].shape
     # OpenVINO's own import never reads layout: wrong shape or wrong numbers (or a failure).
     path = tmp_path / "l1.onnx"

@@ -167,14 +167,15 @@ def _close(got, want, tol):
 @pytest.mark.parametrize("fp16", [False, True], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_layer_comes_back_from_openvino(tmp_path, name, fp16):
-    if name == "GroupConvolutionBackpropData" and not engine_gaps.grouped_conv_transpose():
-        pytest.skip("rnnconv's engine cannot run a grouped ConvTranspose yet (onnx's reference op)")
+    # rnnconv's engine cannot run a grouped ConvTranspose yet (onnx's reference op): from-openvino's own check
+    # cannot either, so there only onnxruntime on the ONNX against OpenVINO on the IR judges it.
+    engine_gap = name == "GroupConvolutionBackpropData" and not engine_gaps.grouped_conv_transpose()
     model, inputs = _model(name)
     xml = tmp_path / "m.xml"
     ov.save_model(model, str(xml), compress_to_fp16=fp16)
     feeds = {f"in{k}": v for k, v in enumerate(inputs)}
-    result = from_openvino(xml, tmp_path / "m.onnx", inputs=feeds)
-    assert result.report.ok and any(c.engines.startswith("OpenVINO") for c in result.report.checks)
+    result = from_openvino(xml, tmp_path / "m.onnx", inputs=feeds, verify="none" if engine_gap else "full")
+    assert engine_gap or (result.report.ok and any(c.engines.startswith("OpenVINO") for c in result.report.checks))
     onnx.checker.check_model(str(tmp_path / "m.onnx"), full_check=True)
     want = run_openvino(xml, feeds)
     sess = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
@@ -266,7 +267,8 @@ def test_maxpool_ceil_rounding_keeping_a_window_in_the_padding_is_refused(tmp_pa
 
 def test_integer_divide_floors_as_the_spec_says(tmp_path):
     """Divide-1 with m_pythondiv (the default) floors integers: the ONNX model does, on negative operands too (as
-    numpy's //). OpenVINO 2026.4's CPU plugin truncates there (measured; asserted so a change is noticed)."""
+    numpy's //). OpenVINO 2026.4's CPU plugin truncates there (measured): the runtime must floor or truncate, on
+    every version, and rnnconv's numbers are the floored ones whichever it does."""
     x = op.parameter([4], np.int64, name="x")
     y = op.divide(x, op.constant(np.array([3, -3, 4, -4], np.int64)))
     y.output(0).get_tensor().set_names({"y"})
@@ -278,5 +280,6 @@ def test_integer_divide_floors_as_the_spec_says(tmp_path):
         None, {"x": a})[0]
     np.testing.assert_array_equal(got, a // np.array([3, -3, 4, -4]))
     np.testing.assert_array_equal(run_ir(xml, {"x": a})["y"], got)
-    if ov.__version__.startswith("2026.4"):
-        np.testing.assert_array_equal(run_openvino(xml, {"x": a})["y"], np.trunc(a / np.array([3, -3, 4, -4])))
+    theirs = run_openvino(xml, {"x": a})["y"]
+    floored, truncated = a // np.array([3, -3, 4, -4]), np.trunc(a / np.array([3, -3, 4, -4]))
+    assert np.array_equal(theirs, floored) or np.array_equal(theirs, truncated), theirs
