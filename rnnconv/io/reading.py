@@ -106,6 +106,32 @@ def _check_graph(proto: "onnx.ModelProto", where: str) -> None:
     if opset is not None and opset > latest:
         raise Unsupported(f"{where}: default-domain opset {opset} is newer than the installed onnx knows "
                           f"({latest}); upgrade onnx, or export at opset {latest} or older")
+    _check_declared_dims(proto, where)
+
+
+def _check_declared_dims(proto: "onnx.ModelProto", where: str) -> None:
+    """A declared dim is a size >= 0, or dynamic: unset, a symbol, or -1 (as onnxruntime reads it, and exporters
+    write it). Any other negative value is refused here: onnx 1.23's shape inference aborts the process on some."""
+    for graph in _all_graphs(proto.graph):
+        for kind, values in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info)):
+            for value in values:
+                for axis, d in _declared_dims(value.type):
+                    if d.HasField("dim_value") and d.dim_value < -1:
+                        raise BadInput(f"{where}: {kind} {value.name!r} declares dim {d.dim_value} at axis {axis} "
+                                       "(a size is >= 0; a dynamic dim is unset, a name, or -1)")
+
+
+def _declared_dims(type_proto: "onnx.TypeProto"):
+    """(axis, dim) of the tensor a type holds, through sequence, optional and map types."""
+    which = type_proto.WhichOneof("value")
+    if which in ("tensor_type", "sparse_tensor_type"):
+        tensor = getattr(type_proto, which)
+        if tensor.HasField("shape"):
+            yield from enumerate(tensor.shape.dim)
+    elif which in ("sequence_type", "optional_type"):
+        yield from _declared_dims(getattr(type_proto, which).elem_type)
+    elif which == "map_type":
+        yield from _declared_dims(type_proto.map_type.value_type)
 
 
 # Domains onnxruntime's own tools write without importing them (quantize_dynamic inside If bodies): version 1 is

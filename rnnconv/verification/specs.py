@@ -43,7 +43,7 @@ def _onnx_specs(model: ir.Model) -> dict[str, InputSpec]:
         dims = []
         for d in (v.shape or ()):
             if isinstance(d, int):
-                dims.append(d)
+                dims.append(d if d >= 0 else None)
             else:
                 sym = getattr(d, "value", None)
                 dims.append(sym if isinstance(sym, str) and sym else None)
