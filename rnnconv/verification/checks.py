@@ -115,8 +115,8 @@ def input_sets(specs: Mapping[str, InputSpec], options: CheckOptions, *, small: 
         dims.setdefault(role, default[role])
     if uniform:
         for spec in specs.values():
-            for d in spec.dims:
-                if isinstance(d, str):
+            for axis, d in enumerate(spec.dims):
+                if isinstance(d, str) and axis not in spec.sizes:  # a size the model fixes stays
                     dims.setdefault(d, default["batch"])
         dims.setdefault("other", default["batch"])
     rng = np.random.default_rng(options.seed)
@@ -462,9 +462,13 @@ def runnable_sets(model: Model, specs: Mapping[str, InputSpec], options: CheckOp
     """Input sets `model` runs on, the run in the first of `engines` that ran it, and a note when that took other
     sizes than the defaults (`_size_attempts`). BadInput, with the first failure and what would fix it, when no
     attempt runs."""
-    failure = None
+    failure, tried = None, []
     for how, kwargs in _size_attempts(model, options):
         sets = input_sets(specs, options, small=small, **kwargs)
+        shapes = ", ".join(f"{i['name']}[{','.join(map(str, i['shape']))}]" for i in sets[0][1])
+        if shapes in tried:
+            continue
+        tried.append(shapes)
         for engine in engines:
             ref = run(model, engine, sets, precision=precision, isolate=isolate)
             if ref.ok:
@@ -472,7 +476,8 @@ def runnable_sets(model: Model, specs: Mapping[str, InputSpec], options: CheckOp
                                              f"did not run at the default sizes ({failure[1]})")
                 return sets, ref, note
         failure = failure or (describe_inputs(sets[0][1]), ref.error)
-    raise BadInput(f"the model does not run on the inputs drawn for it ({failure[0]}): {failure[1]}",
+    also = f"; also tried {' | '.join(tried[1:])}" if len(tried) > 1 else ""
+    raise BadInput(f"the model does not run on the inputs drawn for it ({failure[0]}{also}): {failure[1]}",
                    fixes=("dims", "ranges", "inputs", "verify=node"))
 
 

@@ -86,6 +86,11 @@ def draw_inputs(specs: Mapping[str, InputSpec], rng: np.random.Generator, dims: 
     dims = expand_dims(dims)
     given = dict(given or {})
     symbols: dict = {}
+    for spec in specs.values():  # a symbol the model fixes somewhere is that size everywhere, unless given
+        for axis, (size, _) in spec.sizes.items():
+            d = spec.dims[axis]
+            if isinstance(d, str) and d not in dims and f"{spec.name}:{axis}" not in dims:
+                symbols.setdefault(d, size)
     shapes = {name: _shape_of(spec, dims, symbols) for name, spec in specs.items()}
     for name, arr in given.items():  # given arrays fix their symbols for the random ones
         for axis, d in enumerate(specs[name].dims):

@@ -21,6 +21,10 @@ _PASS_THROUGH = {"Identity", "Cast", "Convert"}
 _SAME_AXES = {"Relu", "Tanh", "Sigmoid", "LeakyRelu", "Elu", "Selu", "Gelu", "Dropout", "Softmax", "LogSoftmax",
               "HardSigmoid", "HardSwish", "Softplus", "Abs", "Neg", "Exp", "Sqrt", "Erf", "Clip"}
 _WITH_CONSTANT = {"Add", "Sub", "Mul", "Div", "MatMul"}
+_KEEP_BATCH = {"Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization", "LayerNormalization",
+               "MaxPool", "AveragePool"}  # axis 0 of their output is axis 0 of their input
+_IR_KEEP_BATCH = {"Convolution", "GroupConvolution", "ConvolutionBackpropData", "BatchNormInference", "MVN",
+                  "MaxPool", "AvgPool"}
 
 
 @dataclasses.dataclass
@@ -167,7 +171,7 @@ def _trace_back(value: Optional[ir.Value], axis: int, depth: int = 0, rank: Opti
     node = value.producer()
     if node is None:
         return None
-    if node.op_type in _PASS_THROUGH or node.op_type in _SAME_AXES:
+    if node.op_type in _PASS_THROUGH or node.op_type in _SAME_AXES or (node.op_type in _KEEP_BATCH and axis == 0):
         return _trace_back(node.inputs[0], axis, depth + 1, rank)
     if node.op_type == "Transpose":
         perm = node.attributes.get("perm")
@@ -254,6 +258,8 @@ def _ir_specs(graph) -> dict[str, InputSpec]:
             if perm is None:
                 return None
             return back(layer.id, layer.inputs[0].id, int(np.asarray(perm).reshape(-1)[axis]), depth + 1)
+        if layer.type in _IR_KEEP_BATCH and axis == 0 and layer.inputs:
+            return back(layer.id, layer.inputs[0].id, axis, depth + 1)
         if layer.type in ("Split", "VariadicSplit") and len(layer.inputs) >= 2:
             split_axis, dims = _ir_const(graph, layer, 1), layer.inputs[0].dims
             if split_axis is not None and dims and axis != int(np.asarray(split_axis).reshape(-1)[0]) % len(dims):
