@@ -490,10 +490,9 @@ def _size_attempts(model: Model, options: CheckOptions):
         return
     yield "every dynamic dim the same size", {"uniform": True}
     yield "dims of no known role at 16", {"sizes": {"other": 16}}
-    if model.format == "onnx":
-        for size in told_sizes(model.onnx)[:4]:
-            yield f"dynamic dims at {size}, a size a Reshape in the model states", {"sizes": {"sequence": size,
-                                                                                             "other": size}}
+    for size in told_sizes(model)[:4]:
+        yield f"dynamic dims at {size}, a size a Reshape in the model states", {"sizes": {"sequence": size,
+                                                                                         "other": size}}
     yield "dims of no known role at 64", {"sizes": {"other": 64}}
 
 

@@ -129,7 +129,12 @@ def _onnx_rule(node: ir.Node, shape: Callable, sizes: _Sizes) -> None:
             for k in range(rank if len(ins[j]) == rank else 0):
                 if k != axis % rank:
                     sizes.hold(ins[0][k], ins[j][k], f"the sizes beside the axis of {label}")
-    elif op in _BROADCAST and len(ins) >= 2:
+    if op == "Equal" and len(node.inputs) == 2:  # a dim tested against a constant: the size the model expects
+        for j in (0, 1):
+            size, dim = constant_array(node.inputs[1 - j]), _dim_of(node.inputs[j], shape)
+            if dim is not None and size is not None and size.size == 1 and size.dtype.kind in "iu":
+                sizes.hold(dim, int(size.reshape(-1)[0]), f"the size {label} compares it with")
+    if op in _BROADCAST and len(ins) >= 2:
         for j in range(len(ins)):
             for m in range(len(ins)):
                 a, b = ins[j], ins[m]
@@ -193,3 +198,30 @@ def ir_sizes(graph, back: Callable, const: Callable) -> dict[tuple[str, int], tu
                     hold(layer, port, 1, np.shape(recurrence)[0], "num_directions")
                     hold(layer, port, 2, np.shape(recurrence)[2], "hidden_size")
     return found
+
+
+def _dim_of(value: Optional[ir.Value], shape: Callable):
+    """The dim `value` holds when it is one entry of a Shape (Gather of Shape, Shape with start:end, through
+    Squeeze/Cast), as shape() gives it; else None."""
+    for _ in range(4):
+        node = value.producer() if value is not None else None
+        if node is None or node.op_type not in ("Squeeze", "Cast", "Identity", "Reshape"):
+            break
+        value = node.inputs[0]
+    node = value.producer() if value is not None else None
+    if node is None:
+        return None
+    if node.op_type == "Gather" and len(node.inputs) == 2:
+        index, src = constant_array(node.inputs[1]), node.inputs[0].producer()
+        if index is None or index.size != 1 or src is None or src.op_type != "Shape" or src.attributes:
+            return None
+        dims = shape(src.inputs[0])
+        k = int(index.reshape(-1)[0])
+        return dims[k] if dims and -len(dims) <= k < len(dims) else None
+    if node.op_type == "Shape" and "start" in node.attributes:
+        dims = shape(node.inputs[0])
+        start = node.attributes["start"].value
+        end = node.attributes["end"].value if "end" in node.attributes else None
+        if dims and end is not None and len(range(len(dims))[start:end]) == 1:
+            return dims[range(len(dims))[start:end][0]]
+    return None

@@ -136,16 +136,21 @@ def _compared_with(value: ir.Value, spec: InputSpec) -> None:
         spec.int_range, spec.int_source = (v, v), f"compared with {v} in {node.op_type} {node.name or ''}".rstrip()
 
 
-def told_sizes(model: ir.Model) -> list[int]:
+def told_sizes(model: "ir.Model | Model") -> list[int]:
     """Sizes the model itself states: the positive entries of constant Reshape targets (an exporter that baked a
-    sequence length into a view), largest first. Dynamic dims are tried at these sizes when the model does not run
-    at the default ones."""
+    sequence length into a view), largest first; ONNX or IR. Dynamic dims are tried at these sizes when the model
+    does not run at the default ones."""
+    targets = []
+    if isinstance(model, Model) and model.format != "onnx":
+        targets = [_ir_const(model.graph, layer, 1) for layer in model.graph.layers if layer.type == "Reshape"]
+    else:
+        for node, _, _ in onnx_recurrent.walk(model.onnx if isinstance(model, Model) else model):
+            if node.op_type == "Reshape" and len(node.inputs) > 1:
+                targets.append(constant_array(node.inputs[1]))
     sizes = set()
-    for node, _, _ in onnx_recurrent.walk(model):
-        if node.op_type == "Reshape" and len(node.inputs) > 1:
-            target = constant_array(node.inputs[1])
-            if target is not None and target.dtype.kind in "iu":
-                sizes.update(int(s) for s in target.reshape(-1) if 1 < s <= 4096)
+    for target in targets:
+        if target is not None and np.asarray(target).dtype.kind in "iu":
+            sizes.update(int(s) for s in np.asarray(target).reshape(-1) if 1 < s <= 4096)
     return sorted(sizes, reverse=True)
 
 

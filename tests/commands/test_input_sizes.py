@@ -253,3 +253,54 @@ def test_pytorch_frontend_ir_with_dynamic_dims(tmp_path, kind):
         want = module(torch.from_numpy(feeds["x"])).numpy()
     got = list(run_onnxruntime(str(out_path), feeds).values())[0]
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_size_a_comparison_fixes(tmp_path):
+    """out = If(Shape(x)[1] == 160) then x * 2 else x: x's width is drawn at 160, the branch the model takes."""
+    k = h.make_node("Constant", [], ["k"], value=nh.from_array(np.array(160, np.int64)))
+    i = h.make_node("Constant", [], ["i"], value=nh.from_array(np.array(1, np.int64)))
+    two = h.make_node("Constant", [], ["two"], value=nh.from_array(np.array(2, np.float32)))
+    then_g = h.make_graph([h.make_node("Mul", ["x", "two"], ["a"])], "then", [],
+                          [h.make_tensor_value_info("a", TP.FLOAT, None)])
+    else_g = h.make_graph([h.make_node("Identity", ["x"], ["b"])], "else", [],
+                          [h.make_tensor_value_info("b", TP.FLOAT, None)])
+    nodes = [k, i, two, h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "i"], ["w"]),
+             h.make_node("Equal", ["w", "k"], ["is160"], name="is160"),
+             h.make_node("If", ["is160"], ["out"], then_branch=then_g, else_branch=else_g)]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [1, None])],
+                     [h.make_tensor_value_info("out", TP.FLOAT, [1, None])])
+    src = tmp_path / "m.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 14)]), src)
+    code, out, err = run_cli(["verify", src, src, "--engine", "onnxruntime", "--json"])
+    assert code == 0, out + err
+    x = _inputs(out)[0]
+    assert x["shape"] == [1, 160] and "Equal 'is160'" in x["sizes"]["1"]
+
+
+def test_pytorch_frontend_ir_with_a_size_baked_into_a_reshape(tmp_path):
+    """GRU(x).reshape(7, -1, 8) with x [?, ?, 4]: the model runs only when T*N is a multiple of 7; the IR's own
+    Reshape target says 7."""
+    torch = pytest.importorskip("torch")
+    ov = pytest.importorskip("openvino")
+    torch.manual_seed(0)
+
+    class Baked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.GRU(4, 8)
+
+        def forward(self, x):
+            return self.rnn(x)[0].reshape(7, -1, 8)
+
+    module = Baked().eval()
+    converted = ov.convert_model(module, example_input=torch.randn(7, 2, 4), input=[ov.PartialShape([-1, -1, 4])])
+    xml = tmp_path / "baked.xml"
+    ov.save_model(converted, str(xml), compress_to_fp16=False)
+    code, out, err = run_cli(["from-openvino", xml, "-o", tmp_path / "m.onnx"])
+    assert code == 0, out + err
+    assert "dynamic dims at 7, a size a Reshape in the model states" in out
+    feeds = {"x": np.random.default_rng(7).uniform(-1, 1, (7, 4, 4)).astype(np.float32)}
+    with torch.no_grad():
+        want = module(torch.from_numpy(feeds["x"])).numpy()
+    got = list(run_onnxruntime(str(tmp_path / "m.onnx"), feeds).values())[0]
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
