@@ -30,6 +30,7 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
     installed onnx, external data outside the model's folder or shorter than declared are all refused.
     """
     if isinstance(source, ir.Model):
+        unset_minus_one(source)  # as read from a file: -1 is dynamic
         return source
     if isinstance(source, onnx.ModelProto):
         _check_graph(source, "<ModelProto>")
