@@ -385,8 +385,8 @@ SMALL_CONSTANT_BYTES = 4096  # initializers kept in the proto shape inference re
 
 def inferred_shapes(model: ir.Model, symbols: dict[tuple[str, int], "str | int"]) -> dict[str, list]:
     """The shapes onnx's shape inference gives the main graph's values when the graph inputs' axes in `symbols`
-    ((input, axis) -> name or size) are those symbols or sizes: {value: [int | str | None per axis]}. Weights stay out of the
-    proto (their shapes only); -1 dims count as unset. Inference failures give what was inferred before them."""
+    ((input, axis) -> name or size) are those symbols or sizes: {value: [int | str | None per axis]}. Big weights
+    stay out of the proto (their shapes only); -1 dims count as unset. If inference fails: the declared shapes."""
     graph = model.graph
     big = {name: v for name, v in graph.initializers.items()
            if v.const_value is not None and v.const_value.nbytes > SMALL_CONSTANT_BYTES}
@@ -403,7 +403,7 @@ def inferred_shapes(model: ir.Model, symbols: dict[tuple[str, int], "str | int"]
                 elif d.HasField("dim_value") and d.dim_value < 0:
                     d.Clear()
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False)  # data_prop off, as in onnx_ir's pass
     except Exception:  # a help for drawing inputs, never a requirement
         inferred = proto
     shapes = {}
