@@ -1,6 +1,9 @@
 """Dims declared -1: onnxruntime, OpenVINO and exporters (paddle2onnx) read and write -1 as a dynamic dim, which
 ONNX spells as an unset one. A model is read with every -1 unset, so that no pass, check or translation takes it
-for a size; the graph inputs and outputs that declared -1 are written with -1 again (the interface never changes).
+for a size. The graph inputs that declared -1 are written with -1 again (what a caller feeds is unchanged);
+outputs and value_info are written unset: onnx's full check refuses a declared -1 where inference finds a size
+(GRU's num_directions of 1 in an output declared [-1, -1, 5]), and it promises a consumer nothing an unset dim
+does not.
 """
 
 from __future__ import annotations
@@ -9,17 +12,16 @@ import contextlib
 
 import onnx_ir as ir
 
-MINUS_ONE = "rnnconv.minus_one"  # model.meta: {("input" | "output", name): axes declared -1}
+MINUS_ONE = "rnnconv.minus_one"  # model.meta: {("input", name): axes declared -1}
 
 
 def unset_minus_one(model: ir.Model) -> None:
-    """Every -1 dim of every value becomes unset; the interface's are remembered in model.meta[MINUS_ONE]."""
+    """Every -1 dim of every value becomes unset; the graph inputs' are remembered in model.meta[MINUS_ONE]."""
     declared: dict[tuple[str, str], list[int]] = {}
-    for kind, values in (("input", model.graph.inputs), ("output", model.graph.outputs)):
-        for v in values:
-            axes = _minus_one_axes(v)
-            if axes:
-                declared[(kind, v.name)] = axes
+    for v in model.graph.inputs:
+        axes = _minus_one_axes(v)
+        if axes:
+            declared[("input", v.name)] = axes
     for graph in [*model.graphs(), *(f.graph for f in model.functions.values())]:
         for v in [*graph.inputs, *graph.outputs, *(o for node in graph for o in node.outputs)]:
             if _minus_one_axes(v):
@@ -41,21 +43,18 @@ def _with_dims(shape: ir.Shape, dims: list) -> ir.Shape:
 
 @contextlib.contextmanager
 def declared_minus_one(model: ir.Model):
-    """While writing: the interface's axes that were declared -1, and are still unset, hold -1 again."""
+    """While writing: the graph inputs' axes that were declared -1, and are still unset, hold -1 again."""
     declared = model.meta.get(MINUS_ONE) or {}
     restore = []
-    for kind, values in (("input", model.graph.inputs), ("output", model.graph.outputs)):
-        for v in values:
-            axes = declared.get((kind, v.name))
-            if not axes or v.shape is None:
-                continue
-            dims = list(v.shape)
-            if any(axis >= len(dims) for axis in axes):
-                continue
-            unset = [axis for axis in axes if isinstance(dims[axis], ir.SymbolicDim) and dims[axis].value is None]
-            if unset:
-                restore.append((v, v.shape))
-                v.shape = _with_dims(v.shape, [-1 if axis in unset else d for axis, d in enumerate(dims)])
+    for v in model.graph.inputs:
+        axes = declared.get(("input", v.name))
+        if not axes or v.shape is None or any(axis >= len(v.shape) for axis in axes):
+            continue
+        dims = list(v.shape)
+        unset = [axis for axis in axes if isinstance(dims[axis], ir.SymbolicDim) and dims[axis].value is None]
+        if unset:
+            restore.append((v, v.shape))
+            v.shape = _with_dims(v.shape, [-1 if axis in unset else d for axis, d in enumerate(dims)])
     try:
         yield
     finally:
