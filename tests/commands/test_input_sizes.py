@@ -248,6 +248,14 @@ def _torch_ir(folder, kind: str):
     converted = ov.convert_model(module, example_input=example, input=[ov.PartialShape([-1, -1, -1])])
     xml = folder / f"{kind}.xml"
     ov.save_model(converted, str(xml), compress_to_fp16=False)
+    if kind == "conv":  # OpenVINO 2026.4's frontend fixes the channels (12) from the weights: make them -1 again
+        text = xml.read_text()
+        for layer in ('type="Parameter"', 'type="Convolution"'):
+            start = text.index(layer)
+            end = text.index("</port>", start)  # the Parameter's output, the Convolution's data input
+            assert "<dim>12</dim>" in text[start:end]
+            text = text[:start] + text[start:end].replace("<dim>12</dim>", "<dim>-1</dim>") + text[end:]
+        xml.write_text(text)
     return xml, module, example.shape
 
 
