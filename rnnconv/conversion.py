@@ -71,7 +71,8 @@ def infer_shapes(model: ir.Model) -> None:
     from onnx_ir.passes.common import ShapeInferencePass
 
     interface_values = [*model.graph.inputs, *model.graph.outputs]
-    declared = [(v.type, v.shape) for v in interface_values]
+    # copies: the pass merges what it infers into the declared Shape objects (an unset dim became "unk__1")
+    declared = [(v.type, None if v.shape is None else v.shape.copy()) for v in interface_values]
     try:
         ShapeInferencePass(strict_mode=False)(model)
     except Exception:  # inference is a help for adapters, not a requirement

@@ -17,6 +17,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from rnnconv import schemas
+from rnnconv.io.dims import unset_minus_one
 from rnnconv.errors import BadInput, IOFailure, RnnconvWarning, Unsupported
 
 ModelSource = Union[str, os.PathLike, "onnx.ModelProto", ir.Model]
@@ -29,6 +30,7 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
     installed onnx, external data outside the model's folder or shorter than declared are all refused.
     """
     if isinstance(source, ir.Model):
+        unset_minus_one(source)  # as read from a file: -1 is dynamic
         return source
     if isinstance(source, onnx.ModelProto):
         _check_graph(source, "<ModelProto>")
@@ -83,11 +85,13 @@ def _looks_like_xml(path: Path) -> bool:
 
 def _deserialize(proto: "onnx.ModelProto", where: str, checked: bool) -> ir.Model:
     try:
-        return ir.serde.deserialize_model(proto)
+        model = ir.serde.deserialize_model(proto)
     except Exception as err:  # onnx_ir raises several types on malformed protos
         if not checked:  # the checker names the problem better than the deserializer does
             _check_proto(proto, where)
         raise BadInput(f"{where}: malformed model ({_root_cause(err)})") from err
+    unset_minus_one(model)  # -1 is dynamic, never a size; written back as -1 (rnnconv.io.dims)
+    return model
 
 
 def _root_cause(err: BaseException) -> str:
@@ -106,6 +110,32 @@ def _check_graph(proto: "onnx.ModelProto", where: str) -> None:
     if opset is not None and opset > latest:
         raise Unsupported(f"{where}: default-domain opset {opset} is newer than the installed onnx knows "
                           f"({latest}); upgrade onnx, or export at opset {latest} or older")
+    _check_declared_dims(proto, where)
+
+
+def _check_declared_dims(proto: "onnx.ModelProto", where: str) -> None:
+    """A declared dim is a size >= 0, or dynamic: unset, a symbol, or -1 (as onnxruntime reads it, and exporters
+    write it). Any other negative value is refused here: onnx 1.23's shape inference aborts the process on some."""
+    for graph in _all_graphs(proto.graph):
+        for kind, values in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info)):
+            for value in values:
+                for axis, d in _declared_dims(value.type):
+                    if d.HasField("dim_value") and d.dim_value < -1:
+                        raise BadInput(f"{where}: {kind} {value.name!r} declares dim {d.dim_value} at axis {axis} "
+                                       "(a size is >= 0; a dynamic dim is unset, a name, or -1)")
+
+
+def _declared_dims(type_proto: "onnx.TypeProto"):
+    """(axis, dim) of the tensor a type holds, through sequence, optional and map types."""
+    which = type_proto.WhichOneof("value")
+    if which in ("tensor_type", "sparse_tensor_type"):
+        tensor = getattr(type_proto, which)
+        if tensor.HasField("shape"):
+            yield from enumerate(tensor.shape.dim)
+    elif which in ("sequence_type", "optional_type"):
+        yield from _declared_dims(getattr(type_proto, which).elem_type)
+    elif which == "map_type":
+        yield from _declared_dims(type_proto.map_type.value_type)
 
 
 # Domains onnxruntime's own tools write without importing them (quantize_dynamic inside If bodies): version 1 is
@@ -326,13 +356,17 @@ def weights_as_inputs(model: ir.Model) -> tuple["onnx.ModelProto", dict]:
 
 
 def _serialize_without(model: ir.Model, weights: dict) -> "onnx.ModelProto":
+    """The model's proto with the initializers named in `weights` as typed graph inputs instead."""
     graph = model.graph
     saved = dict(graph.initializers)
-    extra_inputs = [v for name, v in saved.items() if v not in graph.inputs]
+    extra_inputs = [v for name, v in saved.items() if name in weights and v not in graph.inputs]
     try:
         graph.initializers.clear()
+        for name, v in saved.items():
+            if name not in weights:
+                graph.register_initializer(v)
         graph.inputs.extend(extra_inputs)
-        for v in saved.values():
+        for v in (saved[n] for n in weights if n in saved):
             if v.type is None and v.const_value is not None:
                 v.type = ir.TensorType(v.const_value.dtype)
             if v.shape is None and v.const_value is not None:
@@ -341,5 +375,40 @@ def _serialize_without(model: ir.Model, weights: dict) -> "onnx.ModelProto":
     finally:
         for v in extra_inputs:
             graph.inputs.remove(v)
+        graph.initializers.clear()  # every one again, in its order
         for v in saved.values():
             graph.register_initializer(v)
+
+
+SMALL_CONSTANT_BYTES = 4096  # initializers kept in the proto shape inference reads (Reshape targets, axes)
+
+
+def inferred_shapes(model: ir.Model, symbols: dict[tuple[str, int], "str | int"]) -> dict[str, list]:
+    """The shapes onnx's shape inference gives the main graph's values when the graph inputs' axes in `symbols`
+    ((input, axis) -> name or size) are those symbols or sizes: {value: [int | str | None per axis]}. Big weights
+    stay out of the proto (their shapes only); -1 dims count as unset. If inference fails: the declared shapes."""
+    graph = model.graph
+    big = {name: v for name, v in graph.initializers.items()
+           if v.const_value is not None and v.const_value.nbytes > SMALL_CONSTANT_BYTES}
+    proto = ir.serde.serialize_model(model) if not big else _serialize_without(model, big)
+    for kind in (proto.graph.input, proto.graph.output, proto.graph.value_info):
+        for value in kind:
+            for axis, d in _declared_dims(value.type):
+                if (value.name, axis) in symbols and kind is proto.graph.input:
+                    sym = symbols[value.name, axis]
+                    if isinstance(sym, int):
+                        d.dim_value = sym
+                    else:
+                        d.dim_param = sym
+                elif d.HasField("dim_value") and d.dim_value < 0:
+                    d.Clear()
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False)  # data_prop off, as in onnx_ir's pass
+    except Exception:  # a help for drawing inputs, never a requirement
+        inferred = proto
+    shapes = {}
+    for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        if value.type.WhichOneof("value") == "tensor_type" and value.type.tensor_type.HasField("shape"):
+            shapes[value.name] = [d.dim_value if d.HasField("dim_value") else d.dim_param or None
+                                  for d in value.type.tensor_type.shape.dim]
+    return shapes

@@ -17,6 +17,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.errors import IOFailure, UsageError
+from rnnconv.io.dims import declared_minus_one
 from rnnconv.io.mapping import _copy_range
 from rnnconv.io.reading import first_line
 
@@ -116,10 +117,11 @@ def save(model: ir.Model, path: str | os.PathLike, *, force: bool = False, input
     with Staged([folder / data_name, out] if external_data else [out]) as staged:
         tmp_model = staged.temps[-1]
         try:
-            if external_data:  # the model names its data file as it will be, beside it in `folder`
-                _save_streaming(model, tmp_model, staged.temps[0], data_name, folder, early)
-            else:
-                ir.save(model, tmp_model)
+            with declared_minus_one(model):  # the interface's -1 dims as the source declared them
+                if external_data:  # the model names its data file as it will be, beside it in `folder`
+                    _save_streaming(model, tmp_model, staged.temps[0], data_name, folder, early)
+                else:
+                    ir.save(model, tmp_model)
         except OSError as err:
             raise IOFailure(f"{out}: cannot write ({err.strerror or err})") from err
         except ValueError as err:

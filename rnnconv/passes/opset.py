@@ -363,8 +363,11 @@ class _GraphSteps:
             name = old.name
             old.name = None
             new.name = name
-            new.type = new.type or old.type
-            new.shape = new.shape or old.shape
+            if old.is_graph_output():  # the interface keeps what the source declared, unset dims included
+                new.type, new.shape = old.type, old.shape
+            else:
+                new.type = new.type or old.type
+                new.shape = new.shape or old.shape
         ir.convenience.replace_all_uses_with(list(node.outputs), outputs, replace_graph_outputs=True)
         if replacement:
             graph.insert_after(node, replacement)

@@ -116,8 +116,8 @@ def input_sets(specs: Mapping[str, InputSpec], options: CheckOptions, *, small: 
         dims.setdefault(role, default[role])
     if uniform:
         for spec in specs.values():
-            for d in spec.dims:
-                if isinstance(d, str):
+            for axis, d in enumerate(spec.dims):
+                if isinstance(d, str) and axis not in spec.sizes:  # a size the model fixes stays
                     dims.setdefault(d, default["batch"])
         dims.setdefault("other", default["batch"])
     rng = np.random.default_rng(options.seed)
@@ -493,9 +493,13 @@ def runnable_sets(model: Model, specs: Mapping[str, InputSpec], options: CheckOp
     """Input sets `model` runs on, the run in the first of `engines` that ran it, and a note when that took other
     sizes than the defaults (`_size_attempts`). BadInput, with the first failure and what would fix it, when no
     attempt runs."""
-    failure = None
+    failure, tried = None, []
     for how, kwargs in _size_attempts(model, options):
         sets = input_sets(specs, options, small=small, **kwargs)
+        shapes = ", ".join(f"{i['name']}[{','.join(map(str, i['shape']))}]" for i in sets[0][1])
+        if shapes in tried:
+            continue
+        tried.append(shapes)
         for engine in engines:
             ref = run(model, engine, sets, precision=precision, isolate=isolate)
             if ref.ok:
@@ -503,7 +507,8 @@ def runnable_sets(model: Model, specs: Mapping[str, InputSpec], options: CheckOp
                                              f"did not run at the default sizes ({failure[1]})")
                 return sets, ref, note
         failure = failure or (describe_inputs(sets[0][1]), ref.error)
-    raise BadInput(f"the model does not run on the inputs drawn for it ({failure[0]}): {failure[1]}",
+    also = f"; also tried {' | '.join(tried[1:])}" if len(tried) > 1 else ""
+    raise BadInput(f"the model does not run on the inputs drawn for it ({failure[0]}{also}): {failure[1]}",
                    fixes=("dims", "ranges", "inputs", "verify=node"))
 
 
@@ -516,10 +521,9 @@ def _size_attempts(model: Model, options: CheckOptions):
         return
     yield "every dynamic dim the same size", {"uniform": True}
     yield "dims of no known role at 16", {"sizes": {"other": 16}}
-    if model.format == "onnx":
-        for size in told_sizes(model.onnx)[:4]:
-            yield f"dynamic dims at {size}, a size a Reshape in the model states", {"sizes": {"sequence": size,
-                                                                                             "other": size}}
+    for size in told_sizes(model)[:4]:
+        yield f"dynamic dims at {size}, a size a Reshape in the model states", {"sizes": {"sequence": size,
+                                                                                         "other": size}}
     yield "dims of no known role at 64", {"sizes": {"other": 64}}
 
 

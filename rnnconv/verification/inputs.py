@@ -68,8 +68,11 @@ def _shape_of(spec: InputSpec, dims: Mapping[str, int], symbols: dict) -> tuple[
             shape.append(dims[key])
         elif isinstance(d, str):
             if d not in symbols:
-                symbols[d] = dims.get(d, dims.get(role, DEFAULT_DIM[role]))
+                fixed = spec.sizes[axis][0] if axis in spec.sizes else None  # the size the model needs
+                symbols[d] = dims.get(d, fixed if fixed is not None else dims.get(role, DEFAULT_DIM[role]))
             shape.append(symbols[d])
+        elif axis in spec.sizes:
+            shape.append(spec.sizes[axis][0])
         else:
             shape.append(dims.get(role, DEFAULT_DIM[role]))
     return tuple(shape)
@@ -83,6 +86,11 @@ def draw_inputs(specs: Mapping[str, InputSpec], rng: np.random.Generator, dims: 
     dims = expand_dims(dims)
     given = dict(given or {})
     symbols: dict = {}
+    for spec in specs.values():  # a symbol the model fixes somewhere is that size everywhere, unless given
+        for axis, (size, _) in spec.sizes.items():
+            d = spec.dims[axis]
+            if isinstance(d, str) and d not in dims and f"{spec.name}:{axis}" not in dims:
+                symbols.setdefault(d, size)
     shapes = {name: _shape_of(spec, dims, symbols) for name, spec in specs.items()}
     for name, arr in given.items():  # given arrays fix their symbols for the random ones
         for axis, d in enumerate(specs[name].dims):
@@ -103,6 +111,9 @@ def draw_inputs(specs: Mapping[str, InputSpec], rng: np.random.Generator, dims: 
     for name, spec in specs.items():
         shape = shapes[name]
         info = {"name": name, "dtype": spec.dtype.name, "shape": list(shape)}
+        fixed = {str(axis): f"{size}: {why}" for axis, (size, why) in spec.sizes.items() if shape[axis] == size}
+        if fixed:
+            info["sizes"] = fixed  # the axes drawn at a size the model fixes, and what fixes it
         if name in given:
             feeds[name] = given[name]
             info["from"] = "inputs file"

@@ -14,9 +14,17 @@ from rnnconv.dialects.onnx_recurrent import constant_array
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.errors import BadInput
 from rnnconv.verification.model import Model, numpy_dtype
+from rnnconv.verification.sizes import IR_SAME_AXES, ir_sizes, onnx_sizes
 
 SEQUENCE_OPS = {"LSTMSequence": 3, "GRUSequence": 2, "RNNSequence": 2}  # IR op -> sequence_lengths port
 _PASS_THROUGH = {"Identity", "Cast", "Convert"}
+_SAME_AXES = {"Relu", "Tanh", "Sigmoid", "LeakyRelu", "Elu", "Selu", "Gelu", "Dropout", "Softmax", "LogSoftmax",
+              "HardSigmoid", "HardSwish", "Softplus", "Abs", "Neg", "Exp", "Sqrt", "Erf", "Clip"}
+_WITH_CONSTANT = {"Add", "Sub", "Mul", "Div", "MatMul"}
+_KEEP_BATCH = {"Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization", "LayerNormalization",
+               "MaxPool", "AveragePool"}  # axis 0 of their output is axis 0 of their input
+_IR_KEEP_BATCH = {"Convolution", "GroupConvolution", "ConvolutionBackpropData", "BatchNormInference", "MVN",
+                  "MaxPool", "AvgPool"}
 
 
 @dataclasses.dataclass
@@ -31,6 +39,7 @@ class InputSpec:
     int_source: str = ""
     role: str = ""  # "sequence_lens" or "token ids": values given in an inputs file are checked against it
     lengths_of: Optional[tuple] = None  # sequence_lens: (input, axis) whose size is T; values in 1..T
+    sizes: dict = dataclasses.field(default_factory=dict)  # dynamic axis -> (size, why): what the model fixes
 
 
 def _onnx_specs(model: ir.Model) -> dict[str, InputSpec]:
@@ -43,7 +52,7 @@ def _onnx_specs(model: ir.Model) -> dict[str, InputSpec]:
         dims = []
         for d in (v.shape or ()):
             if isinstance(d, int):
-                dims.append(d)
+                dims.append(d if d >= 0 else None)
             else:
                 sym = getattr(d, "value", None)
                 dims.append(sym if isinstance(sym, str) and sym else None)
@@ -54,13 +63,13 @@ def _onnx_specs(model: ir.Model) -> dict[str, InputSpec]:
         x = rn.inputs["X"]
         batch_axes = []  # every (input, axis) this node's batch is read from
         for axis, role in ((t_axis, "sequence"), (n_axis, "batch")):
-            src = _trace_back(x, axis)
+            src = _trace_back(x, axis, rank=3)
             if src is not None and src[0] in specs:
                 specs[src[0]].roles.setdefault(src[1], role)
                 if role == "batch":
                     batch_axes.append(src)
         for key in ("initial_h", "initial_c"):
-            src = _trace_back(rn.inputs.get(key), n_axis)
+            src = _trace_back(rn.inputs.get(key), n_axis, rank=3)
             if src is not None and src[0] in specs:
                 specs[src[0]].roles.setdefault(src[1], "batch")
                 batch_axes.append(src)
@@ -78,13 +87,17 @@ def _onnx_specs(model: ir.Model) -> dict[str, InputSpec]:
             _narrow(spec, (1, t), where)
             spec.role = "sequence_lens"
         else:
-            x_src = _trace_back(x, t_axis)
+            x_src = _trace_back(x, t_axis, rank=3)
             if x_src is not None and x_src[0] in specs:
                 spec.lengths_of, spec.int_source, spec.role = x_src, where, "sequence_lens"
     for v in graph.inputs:
         if v.name in specs and specs[v.name].dtype.kind in "iu":
             _token_range(v, specs[v.name])
             _compared_with(v, specs[v.name])
+    dynamic = [(s.name, axis, d) for s in specs.values() for axis, d in enumerate(s.dims) if not isinstance(d, int)]
+    if dynamic:
+        for (name, axis), found in onnx_sizes(model, dynamic).items():
+            specs[name].sizes[axis] = found
     return specs
 
 
@@ -123,16 +136,21 @@ def _compared_with(value: ir.Value, spec: InputSpec) -> None:
         spec.int_range, spec.int_source = (v, v), f"compared with {v} in {node.op_type} {node.name or ''}".rstrip()
 
 
-def told_sizes(model: ir.Model) -> list[int]:
+def told_sizes(model: "ir.Model | Model") -> list[int]:
     """Sizes the model itself states: the positive entries of constant Reshape targets (an exporter that baked a
-    sequence length into a view), largest first. Dynamic dims are tried at these sizes when the model does not run
-    at the default ones."""
+    sequence length into a view), largest first; ONNX or IR. Dynamic dims are tried at these sizes when the model
+    does not run at the default ones."""
+    targets = []
+    if isinstance(model, Model) and model.format != "onnx":
+        targets = [_ir_const(model.graph, layer, 1) for layer in model.graph.layers if layer.type == "Reshape"]
+    else:
+        for node, _, _ in onnx_recurrent.walk(model.onnx if isinstance(model, Model) else model):
+            if node.op_type == "Reshape" and len(node.inputs) > 1:
+                targets.append(constant_array(node.inputs[1]))
     sizes = set()
-    for node, _, _ in onnx_recurrent.walk(model):
-        if node.op_type == "Reshape" and len(node.inputs) > 1:
-            target = constant_array(node.inputs[1])
-            if target is not None and target.dtype.kind in "iu":
-                sizes.update(int(s) for s in target.reshape(-1) if 1 < s <= 4096)
+    for target in targets:
+        if target is not None and np.asarray(target).dtype.kind in "iu":
+            sizes.update(int(s) for s in np.asarray(target).reshape(-1) if 1 < s <= 4096)
     return sorted(sizes, reverse=True)
 
 
@@ -146,8 +164,11 @@ def _narrow(spec: InputSpec, rng: tuple, why: str) -> None:
             spec.int_source = f"{spec.int_source}; {why}"
 
 
-def _trace_back(value: Optional[ir.Value], axis: int, depth: int = 0) -> Optional[tuple[str, int]]:
-    """The graph input and axis that `value`'s `axis` comes from, through Transpose, Cast, Identity, Gather."""
+def _trace_back(value: Optional[ir.Value], axis: int, depth: int = 0, rank: Optional[int] = None
+                ) -> Optional[tuple[str, int]]:
+    """The graph input and axis that `value`'s `axis` comes from, through Transpose, Cast, Identity, Gather, ops
+    of one input that keep its axes, and (when `rank`, the value's rank, is known) a constant added, multiplied or
+    MatMul'ed into the trailing axes (a Linear front end)."""
     if value is None or depth > 16:
         return None
     if value.is_graph_input():
@@ -155,18 +176,29 @@ def _trace_back(value: Optional[ir.Value], axis: int, depth: int = 0) -> Optiona
     node = value.producer()
     if node is None:
         return None
-    if node.op_type in _PASS_THROUGH:
-        return _trace_back(node.inputs[0], axis, depth + 1)
+    if node.op_type in _PASS_THROUGH or node.op_type in _SAME_AXES or (node.op_type in _KEEP_BATCH and axis == 0):
+        return _trace_back(node.inputs[0], axis, depth + 1, rank)
     if node.op_type == "Transpose":
         perm = node.attributes.get("perm")
         if perm is None:
             return None
-        return _trace_back(node.inputs[0], list(perm.value)[axis], depth + 1)
+        return _trace_back(node.inputs[0], list(perm.value)[axis], depth + 1, rank)
     if node.op_type == "Gather":  # embedding lookup: ids axes come first when gathering along axis 0
         g_axis = node.attributes["axis"].value if "axis" in node.attributes else 0
         ids = node.inputs[1]
         if g_axis == 0 and ids is not None and ids.shape is not None and axis < len(ids.shape):
             return _trace_back(ids, axis, depth + 1)
+    if rank is not None and node.op_type in _WITH_CONSTANT and len(node.inputs) == 2:
+        consts = [constant_array(v) for v in node.inputs]
+        if sum(c is None for c in consts) != 1:
+            return None
+        data = 0 if consts[0] is None else 1
+        other = consts[1 - data]
+        reach = 1 if node.op_type == "MatMul" else np.ndim(other)  # trailing axes the constant touches
+        if node.op_type == "MatMul" and (data != 0 or np.ndim(other) != 2):
+            return None
+        if axis < rank - reach:
+            return _trace_back(node.inputs[data], axis, depth + 1, rank)
     return None
 
 
@@ -211,20 +243,37 @@ def _ir_specs(graph) -> dict[str, InputSpec]:
         param_of[p.id] = name
 
     def back(layer_id: int, port: int, axis: int, depth=0):
-        """(parameter name, axis) feeding input `port` of `layer_id` at `axis`, through Convert/Transpose."""
+        """(parameter name, axis) feeding input `port` of `layer_id` at `axis`, through layers that keep axes
+        (Convert, Transpose, elementwise ones with a constant, a Linear's MatMul)."""
         src = producers.get((layer_id, port))
         if src is None or depth > 16:
             return None
         layer = by_id[src[0]]
         if layer.type == "Parameter":
             return param_of.get(layer.id), axis
-        if layer.type == "Convert":
-            return back(layer.id, layer.inputs[0].id, axis, depth + 1)
+        if layer.type in IR_SAME_AXES and layer.inputs and len(layer.outputs) == 1:
+            data = [i for i in range(len(layer.inputs)) if _ir_const(graph, layer, i) is None]
+            out_dims = layer.outputs[0].dims
+            if (len(data) == 1 and out_dims is not None and layer.inputs[data[0]].dims is not None
+                    and len(layer.inputs[data[0]].dims) == len(out_dims)):
+                return back(layer.id, layer.inputs[data[0]].id, axis, depth + 1)
+            return None
         if layer.type == "Transpose":
             perm = _ir_const(graph, layer, 1)
             if perm is None:
                 return None
             return back(layer.id, layer.inputs[0].id, int(np.asarray(perm).reshape(-1)[axis]), depth + 1)
+        if layer.type in _IR_KEEP_BATCH and axis == 0 and layer.inputs:
+            return back(layer.id, layer.inputs[0].id, axis, depth + 1)
+        if layer.type in ("Split", "VariadicSplit") and len(layer.inputs) >= 2:
+            split_axis, dims = _ir_const(graph, layer, 1), layer.inputs[0].dims
+            if split_axis is not None and dims and axis != int(np.asarray(split_axis).reshape(-1)[0]) % len(dims):
+                return back(layer.id, layer.inputs[0].id, axis, depth + 1)  # the other axes keep their sizes
+            return None
+        if layer.type == "MatMul" and len(layer.inputs) == 2 and layer.attrs.get("transpose_a", "false") == "false":
+            weight, dims = _ir_const(graph, layer, 1), layer.inputs[0].dims
+            if weight is not None and np.ndim(weight) == 2 and dims is not None and axis < len(dims) - 1:
+                return back(layer.id, layer.inputs[0].id, axis, depth + 1)  # a Linear keeps the leading axes
         return None
 
     for layer in graph.layers:
@@ -260,6 +309,9 @@ def _ir_specs(graph) -> dict[str, InputSpec]:
                 size = np.asarray(table).shape[ax]
                 _narrow(specs[src[0]], (0, size - 1), f"ids into Gather {layer.name!r} (table size {size})")
                 specs[src[0]].role = specs[src[0]].role or "token ids"
+    for (name, axis), found in ir_sizes(graph, back, lambda layer, i: _ir_const(graph, layer, i)).items():
+        if name in specs and axis < len(specs[name].dims) and not isinstance(specs[name].dims[axis], int):
+            specs[name].sizes.setdefault(axis, found)
     return specs
 
 
@@ -308,6 +360,9 @@ def merge_specs(reference: Model, candidate: Model) -> dict[str, InputSpec]:
         if c.int_range is not None:
             _narrow(r, c.int_range, c.int_source)
         r.role = r.role or c.role
+        for axis, found in c.sizes.items():
+            if axis < len(r.dims) and not isinstance(r.dims[axis], int):
+                r.sizes.setdefault(axis, found)
         if r.lengths_of is None and c.lengths_of is not None:
             r.lengths_of = c.lengths_of
             r.int_source = r.int_source or c.int_source

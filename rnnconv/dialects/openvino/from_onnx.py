@@ -34,6 +34,7 @@ from rnnconv.errors import BadInput, Unsupported, human_size
 # plugin runs one direction per op, and splitting a bidirectional op's constant weights when it compiles copies
 # them all (measured with OpenVINO 2026.4 on a 1 GB LSTM: 1 GB more peak memory, about 25% more compile time).
 SPLIT_BYTES = 64 << 20
+STATE_CONST_ELEMENTS = 1 << 24  # zero states and full lengths up to this size are constants, larger ones broadcast
 
 
 @dataclasses.dataclass
@@ -190,9 +191,10 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
         if v is not None:
             s = ctx.values[v.name]
             return s if layout_batch_first(layer) else g.op("Transpose", s, ctx.i64([1, 0, 2]))
-        if N >= 0:
+        if 0 <= N * D * H <= STATE_CONST_ELEMENTS:
             return g.weight(np.zeros((N, D, H), dtype=fdt), fp16)
-        target = g.op("Concat", x_dim(0), ctx.i64([D, H]), axis=0)
+        # dynamic, or a static batch too big to hold as a constant (a declared 2**62): broadcast at run time
+        target = g.op("Concat", x_dim(0), ctx.i64([D, H]), axis=0) if N < 0 else ctx.i64([N, D, H])
         return g.add("Broadcast", [g.const(np.zeros((), dtype=fdt)), target], {"mode": "numpy"}, version="opset3",
                      outputs=[(ftype, [N, D, H])])[0]
 
@@ -204,7 +206,7 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
     c0 = state("initial_c") if kind == "LSTM" else None
     if rn.inputs.get("sequence_lens") is not None:
         lens = ctx.values[rn.inputs["sequence_lens"].name]
-    elif N >= 0 and T >= 0 and not lower:
+    elif 0 <= N <= STATE_CONST_ELEMENTS and T >= 0 and not lower:
         lens = g.const(np.full((N,), T, dtype=np.int64))
     else:
         # Also for static dims when lowering: the OpenVINO 2026.4 CPU plugin crashed compiling two

@@ -1,0 +1,227 @@
+"""Sizes of dynamic input dims that the model itself fixes: the feature size a MatMul, Gemm, Conv or recurrent
+node's weights read, the channels of a normalization's scale, a size a broadcast against a constant or a Concat
+demands. Drawn at any other size, such a model does not run at all.
+
+ONNX: each dynamic input axis gets a symbol, onnx's shape inference carries the symbols through the graph, and the
+nodes that hold a symbol against a weight's size fix it (symbols held against each other are one size). OpenVINO
+IR: the axis of a weight-reading layer's data input is traced back to its Parameter through layers that keep axes.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+import onnx_ir as ir
+
+from rnnconv.dialects.onnx_recurrent import constant_array
+from rnnconv.io import reading
+
+_BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Max", "Min", "Sum", "Mean", "Where", "Equal", "Less",
+              "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "BitShift", "Mod"}
+_RECURRENT = {"GRU", "LSTM", "RNN", "DynamicQuantizeLSTM"}
+ROUNDS = 3  # inference again with the sizes found: a size fixed late (after a Conv) can fix the next
+
+
+class _Sizes:
+    """Union-find over symbols; a class's size with the reason it was fixed."""
+
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+        self.size: dict[str, tuple[int, str]] = {}
+
+    def find(self, s: str) -> str:
+        while self.parent.get(s, s) != s:
+            s = self.parent[s]
+        return s
+
+    def hold(self, a, b, why: str) -> None:
+        """a and b must be equal: a symbol against a size fixes it, two symbols become one."""
+        if isinstance(a, str) and isinstance(b, str):
+            ra, rb = self.find(a), self.find(b)
+            if ra != rb:
+                self.parent[rb] = ra
+                if rb in self.size:
+                    self.size.setdefault(ra, self.size[rb])
+        elif isinstance(a, str) and isinstance(b, (int, np.integer)) and b > 0:
+            self.size.setdefault(self.find(a), (int(b), why))
+        elif isinstance(b, str) and isinstance(a, (int, np.integer)) and a > 0:
+            self.size.setdefault(self.find(b), (int(a), why))
+
+    def of(self, s: str) -> Optional[tuple[int, str]]:
+        return self.size.get(self.find(s))
+
+
+def onnx_sizes(model: ir.Model, axes: list[tuple[str, int, Optional[str]]]) -> dict[tuple[str, int], tuple]:
+    """(input, axis) -> (size, why) for the dynamic `axes` ((input, axis, symbol name or None)) the model fixes."""
+    symbols = {(name, axis): sym or f"rnnconv_{name}_{axis}" for name, axis, sym in axes}
+    ours = set(symbols.values())
+    found: dict[tuple[str, int], tuple] = {}
+    for _ in range(ROUNDS):
+        open_symbols = {k: s for k, s in symbols.items() if k not in found}
+        if not open_symbols:
+            break
+        shapes = reading.inferred_shapes(model, {**open_symbols, **{k: v[0] for k, v in found.items()}})
+        sizes = _Sizes()
+        for node in model.graph:
+            _onnx_rule(node, lambda v: _shape(v, shapes, ours), sizes)
+        new = {k: sizes.of(s) for k, s in open_symbols.items() if sizes.of(s) is not None}
+        if not new:
+            break
+        found.update(new)
+    return found
+
+
+def _shape(v: Optional[ir.Value], shapes: dict, ours: set) -> Optional[list]:
+    """A value's dims: ints, our symbols (str), None for what is unknown."""
+    if v is None:
+        return None
+    if v.const_value is not None:
+        return list(v.const_value.shape)
+    dims = shapes.get(v.name)
+    if dims is None:
+        return None
+    return [d if isinstance(d, int) or d in ours else None for d in dims]
+
+
+def _attr(node: ir.Node, name: str, default):
+    a = node.attributes.get(name)
+    return default if a is None else a.value
+
+
+def _onnx_rule(node: ir.Node, shape: Callable, sizes: _Sizes) -> None:
+    op, label = node.op_type, f"{node.op_type} {node.name!r}" if node.name else node.op_type
+    ins = [shape(v) for v in node.inputs]
+
+    def hold(i: int, axis: int, j: int, axis_j: int, what: str, scale: int = 1) -> None:
+        a, b = (ins[i] if i < len(ins) else None), (ins[j] if j < len(ins) else None)
+        if not a or not b or not -len(a) <= axis < len(a) or not -len(b) <= axis_j < len(b):
+            return
+        other = b[axis_j] * scale if isinstance(b[axis_j], int) else b[axis_j] if scale == 1 else None
+        sizes.hold(a[axis], other, f"{what} of {label}")
+
+    if op == "MatMul" and len(ins) == 2:
+        b = ins[1]
+        hold(0, -1, 1, -2 if b and len(b) > 1 else 0, "the inner size")
+    elif op == "Gemm" and len(ins) >= 2:
+        hold(0, 0 if _attr(node, "transA", 0) else 1, 1, 1 if _attr(node, "transB", 0) else 0, "the inner size")
+    elif op == "Conv":
+        hold(0, 1, 1, 1, "the input channels", scale=_attr(node, "group", 1))
+    elif op == "ConvTranspose":
+        hold(0, 1, 1, 0, "the input channels")
+    elif op in _RECURRENT and len(ins) >= 3:
+        # W [num_directions, gates*H, input_size], R [.., H]; DynamicQuantizeLSTM's are [num_directions, .., 4*H]
+        k = 1 if op == "DynamicQuantizeLSTM" else 2
+        hold(0, 2, 1, k, "input_size")
+        d_axis = 1 if _attr(node, "layout", 0) else 0  # initial_h: [D, N, H], layout 1 [N, D, H]
+        for state in (5, 6) if op in ("LSTM", "DynamicQuantizeLSTM") else (5,):  # initial_h (and initial_c)
+            hold(state, d_axis, 2, 0, "num_directions")
+            hold(state, 2, 2, k, "hidden_size")
+    elif op in ("BatchNormalization", "InstanceNormalization") and len(ins) >= 2:
+        hold(0, 1, 1, 0, "the channels")
+    elif op == "LayerNormalization" and len(ins) >= 2 and ins[1]:
+        for k in range(1, len(ins[1]) + 1):
+            hold(0, -k, 1, -k, "the normalized size")
+    elif op == "Concat" and ins and all(ins):
+        axis = _attr(node, "axis", 0)
+        rank = len(ins[0])
+        for j in range(1, len(ins)):
+            for k in range(rank if len(ins[j]) == rank else 0):
+                if k != axis % rank:
+                    sizes.hold(ins[0][k], ins[j][k], f"the sizes beside the axis of {label}")
+    if op == "Equal" and len(node.inputs) == 2:  # a dim tested against a constant: the size the model expects
+        for j in (0, 1):
+            size, dim = constant_array(node.inputs[1 - j]), _dim_of(node.inputs[j], shape)
+            if dim is not None and size is not None and size.size == 1 and size.dtype.kind in "iu":
+                sizes.hold(dim, int(size.reshape(-1)[0]), f"the size {label} compares it with")
+    if op in _BROADCAST and len(ins) >= 2:
+        for j in range(len(ins)):
+            for m in range(len(ins)):
+                a, b = ins[j], ins[m]
+                if j == m or not a or not b or constant_array(node.inputs[m]) is None:
+                    continue
+                for k in range(1, min(len(a), len(b)) + 1):
+                    if isinstance(b[-k], int) and b[-k] > 1:  # against a constant's size: no broadcast from 1
+                        sizes.hold(a[-k], b[-k], f"a broadcast against a constant in {label}")
+
+
+# IR layers that keep their data input's axes (what `back` traces through); binary ones when the other input is a
+# constant.
+IR_SAME_AXES = {"Convert", "Relu", "Sigmoid", "Tanh", "Clamp", "Elu", "Gelu", "Swish", "HSwish", "HSigmoid", "Mish",
+                "Exp", "Abs", "Negative", "Sqrt", "SoftPlus", "PRelu", "Add", "Subtract", "Multiply", "Divide",
+                "Power", "Maximum", "Minimum", "Erf", "Floor", "Ceiling", "LogSoftmax", "SoftMax", "Softmax"}
+_IR_SEQUENCE = {"LSTMSequence", "GRUSequence", "RNNSequence"}
+
+
+def ir_sizes(graph, back: Callable, const: Callable) -> dict[tuple[str, int], tuple]:
+    """(parameter, axis) -> (size, why) for Parameter axes that a weight-reading layer fixes. `back(layer_id, port,
+    axis)` traces an input axis to (parameter, axis); `const(layer, port_index)` is a constant input or None."""
+    found: dict[tuple[str, int], tuple] = {}
+
+    def hold(layer, port_index: int, axis: int, size, what: str) -> None:
+        dims = layer.inputs[port_index].dims if port_index < len(layer.inputs) else None
+        if not dims or size is None or int(size) <= 0 or not -len(dims) <= axis < len(dims):
+            return
+        src = back(layer.id, layer.inputs[port_index].id, axis % len(dims))
+        if src and src[0] is not None:
+            found.setdefault(src, (int(size), f"{what} of {layer.type} {layer.name!r}"))
+
+    for layer in graph.layers:
+        t = layer.type
+        if t == "MatMul" and len(layer.inputs) == 2:
+            for data, w in ((0, 1), (1, 0)):
+                weight = const(layer, w)
+                if weight is None or const(layer, data) is not None or np.ndim(weight) < 1:
+                    continue
+                shape = np.shape(weight)
+                ta, tb = (layer.attrs.get(k, "false") in ("true", "1") for k in ("transpose_a", "transpose_b"))
+                if data == 0:
+                    k = (-1 if tb else -2) if len(shape) > 1 else 0
+                    hold(layer, 0, -2 if ta else -1, shape[k], "the inner size")
+                else:
+                    k = (-2 if ta else -1) if len(shape) > 1 else 0
+                    hold(layer, 1, -1 if tb else -2, shape[k], "the inner size")
+        elif t in ("Convolution", "GroupConvolution", "ConvolutionBackpropData"):
+            weight = const(layer, 1)
+            if weight is not None and np.ndim(weight) >= 3:
+                shape = np.shape(weight)
+                size = {"Convolution": shape[1], "GroupConvolution": shape[0] * shape[2],
+                        "ConvolutionBackpropData": shape[0]}[t]
+                hold(layer, 0, 1, size, "the input channels")
+        elif t in _IR_SEQUENCE:
+            w_port = 4 if t == "LSTMSequence" else 3  # W [num_directions, gates*H, input_size], then R, B
+            weight, recurrence = const(layer, w_port), const(layer, w_port + 1)
+            if weight is not None and np.ndim(weight) == 3:
+                hold(layer, 0, 2, np.shape(weight)[2], "input_size")
+            if recurrence is not None and np.ndim(recurrence) == 3:
+                for port in (1, 2) if t == "LSTMSequence" else (1,):  # H_t, C_t: [batch, num_directions, H]
+                    hold(layer, port, 1, np.shape(recurrence)[0], "num_directions")
+                    hold(layer, port, 2, np.shape(recurrence)[2], "hidden_size")
+    return found
+
+
+def _dim_of(value: Optional[ir.Value], shape: Callable):
+    """The dim `value` holds when it is one entry of a Shape (Gather of Shape, Shape with start:end, through
+    Squeeze/Cast), as shape() gives it; else None."""
+    for _ in range(4):
+        node = value.producer() if value is not None else None
+        if node is None or node.op_type not in ("Squeeze", "Cast", "Identity", "Reshape"):
+            break
+        value = node.inputs[0]
+    node = value.producer() if value is not None else None
+    if node is None:
+        return None
+    if node.op_type == "Gather" and len(node.inputs) == 2:
+        index, src = constant_array(node.inputs[1]), node.inputs[0].producer()
+        if index is None or index.size != 1 or src is None or src.op_type != "Shape" or src.attributes:
+            return None
+        dims = shape(src.inputs[0])
+        k = int(index.reshape(-1)[0])
+        return dims[k] if dims and -len(dims) <= k < len(dims) else None
+    if node.op_type == "Shape" and "start" in node.attributes:
+        dims = shape(node.inputs[0])
+        start = node.attributes["start"].value
+        end = node.attributes["end"].value if "end" in node.attributes else None
+        if dims and end is not None and len(range(len(dims))[start:end]) == 1:
+            return dims[range(len(dims))[start:end][0]]
+    return None
