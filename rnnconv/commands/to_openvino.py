@@ -10,8 +10,9 @@ Two routes, chosen per model:
   model on its own (an explicit recurrence whose input size only OpenVINO's shape inference knows): each
   GRU/LSTM/RNN node still goes through rnnconv's exact mapping, grafted into OpenVINO's graph. Without openvino
   such a model is refused (exit 3) naming the ops and the install command.
-com.microsoft DynamicQuantizeLSTM is refused on both routes: onnxruntime quantizes its activations at run time,
-which no OpenVINO graph of the dequantized weights reproduces.
+com.microsoft DynamicQuantizeLSTM: rnnconv's own writer computes onnxruntime's run-time quantization of X and of
+H at every step in OpenVINO ops (`dialects.openvino.quantized`); OpenVINO's ONNX import would compute the float
+LSTM of the dequantized weights, so such a node on that route is refused (dequantize first).
 
 Verification (`verification.checks`): each recurrent node alone (rnnconv's ONNX engine vs its IR interpreter;
 on the OpenVINO route, the node as OpenVINO's import fed it, against the IR that was grafted), then the whole model
@@ -33,8 +34,8 @@ import onnx_ir as ir
 
 from rnnconv import io
 from rnnconv.conversion import Result
-from rnnconv.dialects import onnx_recurrent
-from rnnconv.dialects.openvino import from_onnx, frontend, ops
+from rnnconv.dialects import onnx_quantized, onnx_recurrent
+from rnnconv.dialects.openvino import from_onnx, frontend, ops, quantized
 from rnnconv.dialects.openvino import reader as ov_reader
 from rnnconv.dialects.openvino import writer as ov_writer
 from rnnconv.engine import openvino_runtime
@@ -88,7 +89,7 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
     out = Path(out_xml) if out_xml is not None else None
     if out is not None:
         _guard(out, model, source, force)
-    _refuse_quantized(model)
+    _refuse_quantized(model, route)
     report = Report(command="to-openvino", verified=mode)
     options = checks.CheckOptions.of(**check, fp16_weights=fp16)
     conversion, why = None, _route(model, route)
@@ -141,7 +142,7 @@ def _route(model: ir.Model, route: str) -> Optional[str]:
         if not openvino_runtime.available():
             raise Unsupported("route=openvino needs the openvino package", fixes=(openvino_runtime.INSTALL,))
         return "asked for (route=openvino)"
-    bad = ops.unsupported_ops(model)
+    bad = [op for op in ops.unsupported_ops(model) if op != from_onnx.QUANTIZED_OP]
     if not bad:
         return None
     why = f"op type(s) outside rnnconv's own OpenVINO table: {', '.join(bad)}"
@@ -155,15 +156,28 @@ def _route(model: ir.Model, route: str) -> Optional[str]:
     return why
 
 
-def _refuse_quantized(model: ir.Model) -> None:
-    found = [scope + onnx_recurrent.node_label(node) for node, scope, _ in onnx_recurrent.walk(model)
-             if (node.domain, node.op_type) == QUANTIZED]
-    if found:
+def _refuse_quantized(model: ir.Model, route: str) -> None:
+    """DynamicQuantizeLSTM nodes rnnconv's own writer cannot lower (`quantized.lowerable`), in a body or a function,
+    or in a model that goes through OpenVINO's ONNX import (which grafts rnnconv's mapping of ONNX GRU/LSTM/RNN
+    only): Unsupported naming them, with dequantize as the fix."""
+    found = [(scope, node) for node, scope, _ in onnx_recurrent.walk(model) if (node.domain, node.op_type) == QUANTIZED]
+    if not found:
+        return
+    others = [op for op in ops.unsupported_ops(model) if op != from_onnx.QUANTIZED_OP]
+    problems = []
+    for scope, node in found:
+        label = repr(scope + onnx_recurrent.node_label(node))
+        why = ["it lies in a subgraph or function"] if scope else quantized.lowerable(onnx_quantized.read(node))
+        if not why and (others or route == "openvino"):
+            why = [f"the model goes through OpenVINO's ONNX import ({', '.join(others) or 'route=openvino'}), "
+                   "which computes the float LSTM of the dequantized weights"]
+        problems += [f"{label}: {'; '.join(why)}"] if why else []
+    if problems:
         raise Unsupported(
-            f"{QUANTIZED[1]} node(s) {', '.join(repr(n) for n in found)}: onnxruntime quantizes their activations "
-            "at run time (com.microsoft kernel), which no OpenVINO graph reproduces (OpenVINO's own import computes "
-            "the float LSTM of the dequantized weights: differences up to 0.26 measured). What would work: "
-            "dequantize the model first and convert the float LSTM exactly", fixes=("dequantize",))
+            f"{QUANTIZED[1]} node(s) {' | '.join(problems)}: rnnconv lowers onnxruntime's run-time quantization "
+            "only for a node of the main graph with constant weights over whole sequences, in a model of ops "
+            "rnnconv's own writer converts. What would work: dequantize the model first and convert the float "
+            "LSTM exactly", fixes=("dequantize",))
 
 
 def _write_own(model: ir.Model, conversion: from_onnx.Conversion, staged, where: Path, stack, fp16: bool):

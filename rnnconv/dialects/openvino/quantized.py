@@ -1,0 +1,207 @@
+"""com.microsoft DynamicQuantizeLSTM as OpenVINO ops: onnxruntime's run-time quantization, step by step.
+
+The op (rnnconv.dialects.onnx_quantized) and its kernel as onnxruntime computes it
+(rnnconv.engine.op_dynamic_quantize_lstm) say what to build. Per direction:
+
+    XW = float((quantize(X) - zp_x) @ (W - zp_W)) * (scale_x * W_scale)      one quantization over the whole X
+    a TensorIterator-1 over t (stride -1 for a reverse direction), one step:
+        G = float((quantize(H) - zp_h) @ (R - zp_R)) * (scale_h * R_scale) + XW[t]
+        i, o, f, c gates as ONNX LSTM (peepholes, clip, input_forget, activations), bias Wb + Rb added once
+
+quantize(A) is DynamicQuantizeLinear's recipe over the block: lo = min(A, 0), hi = max(A, 0), scale = (hi - lo)
+/ 255 (1 when hi = lo), zp = round_half_even(clamp(-lo / scale, 0, 255)), q - zp = round_half_even(clamp(A /
+scale, -zp, 255 - zp)). The integer products run as float32 MatMuls of integers: exact while every partial sum
+stays below 2^24 (|q - zp| <= 255, |W - zp_W| <= 255: always for input sizes up to 257 with 8-bit weights, and
+for int8 weights of quantize_dynamic (|W| <= 127) up to 515; past that a sum of that size is rare, and rounds
+once). What the IR does not reproduce of onnxruntime's numbers (so the two differ by a quantization step where a
+value falls that close to a rounding boundary):
+- OpenVINO's CPU plugin divides by multiplying with the reciprocal (measured, OpenVINO 2026.4): the scale is
+  corrected to the quotient (its residual range - 255 * scale is exact by Sterbenz's lemma), A / scale and
+  -lo / scale are not (a last-bit difference, which moves a rounding only at a tie);
+- MLAS's sigmoid and tanh are rational approximations, OpenVINO's its own (a last-bit difference);
+- on x86-64 CPUs with AVX2 and no VNNI, MLAS saturates u8 x s8 pair sums to int16 (`mlas_saturates`); the IR
+  computes the exact products (as MLAS does with VNNI, AMX or on ARM);
+- onnxruntime quantizes H per batch chunk when its session runs several threads on batches N > 4 (or N >= 2
+  and H <= 256); the IR quantizes the whole batch, as onnxruntime with one thread.
+Not lowered (refused naming the node): sequence_lens, weights computed at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import onnx_ir as ir
+
+from rnnconv.dialects import onnx_quantized as dq
+from rnnconv.dialects.onnx_recurrent import constant_array
+from rnnconv.dialects.openvino.graph import Edge, IRGraph, IRLayer, Out, Port
+from rnnconv.dialects.openvino.lowering import _act
+from rnnconv.errors import Unsupported
+
+F32 = np.float32
+
+
+def lowerable(q: dq.QuantizedLSTM) -> list[str]:
+    """What keeps the node from being lowered (empty: it can be)."""
+    why = []
+    if not q.layer.weights_constant:
+        why.append("its weights are computed at run time")
+    if q.inputs.get("sequence_lens") is not None:
+        why.append("sequence_lens is given")
+    return why
+
+
+def quantize(b: IRGraph, a: Out) -> tuple[Out, Out]:
+    """(q - zp as float32 integers, scale []) of the whole block `a`, onnxruntime's GetQuantizationParameter +
+    MlasQuantizeLinear."""
+
+    def c(v):
+        return b.const(np.array(v, F32))
+
+    axes = b.const(np.arange(len(a.dims), dtype=np.int64))
+    lo = b.op("Minimum", b.op("ReduceMin", a, axes, keep_dims=False), c(0))
+    hi = b.op("Maximum", b.op("ReduceMax", a, axes, keep_dims=False), c(0))
+    span = b.op("Subtract", hi, lo)
+    # (hi - lo) / 255 correctly rounded: q0 from the reciprocal, then q0 + r / 255 with r = span - 255 * q0
+    # computed exactly as (span - 256 * q0) + q0 (each difference of numbers within a factor 2 of each other)
+    inverse = c(F32(1) / F32(255))
+    q0 = b.op("Multiply", span, inverse)
+    r = b.op("Add", b.op("Subtract", span, b.op("Multiply", q0, c(256))), q0)
+    scale = b.op("Select", b.op("Equal", hi, lo), c(1), b.op("Add", q0, b.op("Multiply", r, inverse)))
+    zp = b.op("Round", b.op("Clamp", b.op("Negative", b.op("Divide", lo, scale)), min=0.0, max=255.0),
+              mode="half_to_even", version="opset5")
+    v = b.op("Minimum", b.op("Maximum", b.op("Divide", a, scale), b.op("Negative", zp)), b.op("Subtract", c(255), zp))
+    return b.op("Round", v, mode="half_to_even", version="opset5"), scale
+
+
+def _integer_weights(q: np.ndarray, zero_point: int) -> np.ndarray:
+    """[K, 4H] 8-bit weights less their zero point, as float32 integers."""
+    return (q.astype(np.int32) - zero_point).astype(F32)
+
+
+def _product(b: IRGraph, a: Out, weights: np.ndarray, zero_point: int, weight_scale: np.ndarray) -> Out:
+    """float(quantize(a) @ (weights - zero_point)) * (scale_a * weight_scale): rnn::detail::ComputeGemm."""
+    qa, scale = quantize(b, a)
+    acc = b.op("MatMul", qa, b.const(_integer_weights(weights, zero_point)), transpose_a=False, transpose_b=False)
+    return b.op("Multiply", acc, b.op("Multiply", scale, b.const(weight_scale.astype(F32))))
+
+
+def _body(q: dq.QuantizedLSTM, d: int, arrays: dict) -> tuple[IRGraph, dict]:
+    """One step of direction d: Parameters xw_t [N,1,4H], h [N,H], c [N,H]; Results h_next, c_next, y_t
+    [N,1,H]."""
+    layer, H = q.layer, q.layer.hidden_size
+    cell = layer.cells[d]
+    b = IRGraph("step")
+    ids = {}
+    xw_t = b.parameter("xw_t", "f32", [-1, 1, 4 * H])
+    h = b.parameter("h_prev", "f32", [-1, H])
+    c = b.parameter("c_prev", "f32", [-1, H])
+    for key, p in (("xw", xw_t), ("h", h), ("c", c)):
+        ids[key] = p.layer.id
+        p.port.names.clear()
+    rq = dq.quantization("R", arrays["R"], arrays["R_scale"], arrays["R_zero_point"], layer.num_directions, H)
+    xw = b.op("Squeeze", xw_t, b.const(np.array([1], np.int64)))
+    G = b.op("Add", _product(b, h, arrays["R"][d], rq.zero_point[d], rq.scale[d]), xw)
+    gi, go, gf, gc = b.add("Split", [G, b.const(np.array(1, np.int64))], {"num_splits": 4})
+    B, P = arrays.get("B"), arrays.get("P")
+    bias = None if B is None else (B[d, :4 * H] + B[d, 4 * H:]).astype(F32)  # LoadBias: Wb + Rb, once
+
+    def gate(pre: Out, k: int, peephole: Optional[int] = None, state: Optional[Out] = None) -> Out:
+        # (G + P * C) + (Wb + Rb), then clipped
+        if peephole is not None and P is not None:
+            pre = b.op("Add", pre, b.op("Multiply", state, b.const(P[d, peephole * H:(peephole + 1) * H])))
+        if bias is not None:
+            pre = b.op("Add", pre, b.const(bias[k * H:(k + 1) * H]))
+        if layer.clip is not None:
+            pre = b.op("Clamp", pre, min=-float(layer.clip), max=float(layer.clip))
+        return pre
+
+    f, g, hf = cell.activations
+    it = _act(b, f, gate(gi, 0, 0, c), F32)  # peepholes P: i, o, f
+    ft = b.op("Subtract", b.const(np.array(1, F32)), it) if layer.input_forget else _act(b, f, gate(gf, 2, 2, c), F32)
+    ct = _act(b, g, gate(gc, 3), F32)
+    c_new = b.op("Add", b.op("Multiply", c, ft), b.op("Multiply", it, ct))
+    ot = _act(b, f, gate(go, 1, 1, c_new), F32)
+    h_new = b.op("Multiply", _act(b, hf, c_new, F32), ot)
+    ids["r_h"] = b.result(h_new).id
+    ids["r_c"] = b.result(c_new).id
+    ids["r_y"] = b.result(b.op("Unsqueeze", h_new, b.const(np.array([1], np.int64)))).id
+    return b, ids
+
+
+def _iterate(g: IRGraph, q: dq.QuantizedLSTM, d: int, xw: Out, h0: Out, c0: Out, reverse: bool,
+             arrays: dict) -> list[Out]:
+    """TensorIterator-1 over xw [N,T,4H] (backwards when `reverse`): Y [N,T,H] in time order, Ho, Co [N,H]."""
+    H = q.layer.hidden_size
+    body, ids = _body(q, d, arrays)
+    ti = IRLayer(len(g.layers), g._unique(f"{q.layer.name or 'DynamicQuantizeLSTM'}/TensorIterator_{d}"),
+                 "TensorIterator", "opset1")
+    g.layers.append(ti)
+    walk = {"start": "-1", "end": "0", "stride": "-1"} if reverse else {"start": "0", "end": "-1", "stride": "1"}
+    for port_id, (key, src) in enumerate((("xw", xw), ("h", h0), ("c", c0))):
+        ti.inputs.append(Port(port_id, src.element_type, None if src.dims is None else list(src.dims)))
+        g.edges.append(Edge(src.layer.id, src.port.id, ti.id, port_id))
+        pm = {"external_port_id": str(port_id), "internal_layer_id": str(ids[key])}
+        if key == "xw":
+            pm = {"axis": "1", **pm, **walk, "part_size": "1"}
+        ti.port_map.append(("input", pm))
+    n, t = xw.dims[0], xw.dims[1]
+    for j, (key, dims, concat) in enumerate((("r_y", [n, t, H], True), ("r_h", [n, H], False),
+                                             ("r_c", [n, H], False))):
+        port_id = 3 + j
+        ti.outputs.append(Port(port_id, "f32", dims))
+        pm = {"external_port_id": str(port_id), "internal_layer_id": str(ids[key])}
+        if concat:
+            pm = {"axis": "1", **pm, **walk, "part_size": "1"}
+        ti.port_map.append(("output", pm))
+    ti.back_edges = [{"from-layer": str(ids["r_h"]), "to-layer": str(ids["h"])},
+                     {"from-layer": str(ids["r_c"]), "to-layer": str(ids["c"])}]
+    ti.body = body
+    return [Out(ti, j) for j in range(3)]
+
+
+def lower(g: IRGraph, q: dq.QuantizedLSTM, x: Out, initial_h: Optional[Out], initial_c: Optional[Out],
+          i64) -> list[Optional[Out]]:
+    """The node's outputs (Y [T,D,N,H], Y_h, Y_c [D,N,H]) from X [T,N,I] and the initial states (None: zeros)."""
+    why = lowerable(q)
+    if why:
+        raise Unsupported(f"{dq.OP} node {q.name!r}: {'; '.join(why)}: the OpenVINO lowering of the op handles "
+                          "constant weights over whole sequences", fixes=("dequantize",))
+    layer, D, H = q.layer, q.layer.num_directions, q.layer.hidden_size
+    arrays = {k: constant_array(q.inputs.get(k)) for k in ("W", "R", "B", "P") + dq.QUANTIZATION}
+    if x.dims is None or len(x.dims) != 3 or x.dims[2] < 0:
+        raise Unsupported(f"{dq.OP} node {q.name!r}: X must be 3-D with a static input size")
+    wq = dq.quantization("W", arrays["W"], arrays["W_scale"], arrays["W_zero_point"], D, H)
+    x_ov = g.op("Transpose", x, i64([1, 0, 2]))  # [N, T, I]
+
+    def states(given: Optional[Out]) -> list[Out]:
+        if given is None:
+            batch = g.op("Gather", g.op("ShapeOf", x_ov, output_type="i64", version="opset3"), i64([0]), i64(0),
+                         batch_dims=0, version="opset8")
+            zeros = g.add("Broadcast", [g.const(np.zeros((), F32)), g.op("Concat", batch, i64([H]), axis=0)],
+                          {"mode": "numpy"}, version="opset3", outputs=[("f32", [x_ov.dims[0], H])])[0]
+            return [zeros] * D
+        parts = [given] if D == 1 else g.add("Split", [given, i64(0)], {"num_splits": D})
+        return [g.op("Squeeze", p, i64([0])) for p in parts]
+
+    hs, cs = states(initial_h), states(initial_c)
+    ys, hos, cos = [], [], []
+    reverse = [layer.direction == "reverse"] if D == 1 else [False, True]
+    for d in range(D):
+        xw = _product(g, x_ov, arrays["W"][d], wq.zero_point[d], wq.scale[d])  # [N, T, 4H]
+        y, ho, co = _iterate(g, q, d, xw, hs[d], cs[d], reverse[d], arrays)
+        ys.append(g.op("Unsqueeze", y, i64([1])))
+        hos.append(g.op("Unsqueeze", ho, i64([0])))
+        cos.append(g.op("Unsqueeze", co, i64([0])))
+
+    def cat(parts, axis):
+        return parts[0] if len(parts) == 1 else g.op("Concat", *parts, axis=axis)
+
+    Y = g.op("Transpose", cat(ys, 1), i64([2, 1, 0, 3]))  # [N, D, T, H] -> [T, D, N, H]
+    outs = {"Y": Y, "Y_h": cat(hos, 0), "Y_c": cat(cos, 0)}
+    return [outs[name] if q.outputs.get(name) is not None else None for name in dq.OUTPUTS][:len(q.node.outputs)]
+
+
+def node_inputs(q: dq.QuantizedLSTM) -> dict[str, Optional[ir.Value]]:
+    return {k: q.inputs.get(k) for k in ("X", "initial_h", "initial_c")}
