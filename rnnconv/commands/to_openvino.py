@@ -89,7 +89,7 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
     out = Path(out_xml) if out_xml is not None else None
     if out is not None:
         _guard(out, model, source, force)
-    _refuse_quantized(model, route)
+    _refuse_quantized(model)
     report = Report(command="to-openvino", verified=mode)
     options = checks.CheckOptions.of(**check, fp16_weights=fp16)
     conversion, why = None, _route(model, route)
@@ -156,28 +156,23 @@ def _route(model: ir.Model, route: str) -> Optional[str]:
     return why
 
 
-def _refuse_quantized(model: ir.Model, route: str) -> None:
-    """DynamicQuantizeLSTM nodes rnnconv's own writer cannot lower (`quantized.lowerable`), in a body or a function,
-    or in a model that goes through OpenVINO's ONNX import (which grafts rnnconv's mapping of ONNX GRU/LSTM/RNN
-    only): Unsupported naming them, with dequantize as the fix."""
-    found = [(scope, node) for node, scope, _ in onnx_recurrent.walk(model) if (node.domain, node.op_type) == QUANTIZED]
+def _refuse_quantized(model: ir.Model) -> None:
+    """DynamicQuantizeLSTM nodes rnnconv cannot lower (`quantized.lowerable`) or in a body or a function: Unsupported
+    naming them, with dequantize as the fix."""
+    found = [(scope, node) for node, scope, _ in onnx_recurrent.walk(model)
+             if (node.domain, node.op_type) == QUANTIZED]
     if not found:
         return
-    others = [op for op in ops.unsupported_ops(model) if op != from_onnx.QUANTIZED_OP]
     problems = []
     for scope, node in found:
         label = repr(scope + onnx_recurrent.node_label(node))
         why = ["it lies in a subgraph or function"] if scope else quantized.lowerable(onnx_quantized.read(node))
-        if not why and (others or route == "openvino"):
-            why = [f"the model goes through OpenVINO's ONNX import ({', '.join(others) or 'route=openvino'}), "
-                   "which computes the float LSTM of the dequantized weights"]
         problems += [f"{label}: {'; '.join(why)}"] if why else []
     if problems:
         raise Unsupported(
             f"{QUANTIZED[1]} node(s) {' | '.join(problems)}: rnnconv lowers onnxruntime's run-time quantization "
-            "only for a node of the main graph with constant weights over whole sequences, in a model of ops "
-            "rnnconv's own writer converts. What would work: dequantize the model first and convert the float "
-            "LSTM exactly", fixes=("dequantize",))
+            "only for a node of the main graph with constant weights over whole sequences. What would work: "
+            "dequantize the model first and convert the float LSTM exactly", fixes=("dequantize",))
 
 
 def _write_own(model: ir.Model, conversion: from_onnx.Conversion, staged, where: Path, stack, fp16: bool):
