@@ -98,12 +98,16 @@ def test_what_openvinos_import_refuses_is_unsupported(tmp_path):
         to_openvino(model, tmp_path / "m.xml")
 
 
-def test_dynamic_quantize_lstm_is_refused_with_dequantize_as_the_fix(tmp_path):
+def test_dynamic_quantize_lstm_with_sequence_lens_is_refused_with_dequantize_as_the_fix(tmp_path):
+    model = dynamic_quantize_lstm()
+    node = model.graph.node[0]
+    node.input[4] = "lens"  # the lowering runs whole sequences only
+    model.graph.input.append(helper.make_tensor_value_info("lens", TensorProto.INT32, [2]))
     with pytest.raises(Unsupported) as err:
-        to_openvino(dynamic_quantize_lstm(), tmp_path / "m.xml")
-    assert "'lstm_quant'" in str(err.value) and err.value.fixes == ("dequantize",)
+        to_openvino(model, tmp_path / "m.xml")
+    assert "'lstm_quant': sequence_lens is given" in str(err.value) and err.value.fixes == ("dequantize",)
     path = tmp_path / "dq.onnx"
-    onnx.save(dynamic_quantize_lstm(), path)
+    onnx.save(model, path)
     code, _, stderr = run_cli(["to-openvino", str(path), "-o", str(tmp_path / "dq.xml")])
     assert code == EXIT_UNSUPPORTED and "DynamicQuantizeLSTM" in stderr and "dequantize" in stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dq.onnx"]
