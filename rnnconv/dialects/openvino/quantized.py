@@ -33,8 +33,10 @@ from typing import Optional
 import numpy as np
 import onnx_ir as ir
 
+from rnnconv.dialects import mlas
 from rnnconv.dialects import onnx_quantized as dq
 from rnnconv.dialects.onnx_recurrent import constant_array
+from rnnconv.dialects.openvino import exact
 from rnnconv.dialects.openvino.graph import Edge, IRGraph, IRLayer, Out, Port
 from rnnconv.dialects.openvino.lowering import _act
 from rnnconv.errors import Unsupported
@@ -62,17 +64,45 @@ def quantize(b: IRGraph, a: Out) -> tuple[Out, Out]:
     axes = b.const(np.arange(len(a.dims), dtype=np.int64))
     lo = b.op("Minimum", b.op("ReduceMin", a, axes, keep_dims=False), c(0))
     hi = b.op("Maximum", b.op("ReduceMax", a, axes, keep_dims=False), c(0))
-    span = b.op("Subtract", hi, lo)
-    # (hi - lo) / 255 correctly rounded: q0 from the reciprocal, then q0 + r / 255 with r = span - 255 * q0
-    # computed exactly as (span - 256 * q0) + q0 (each difference of numbers within a factor 2 of each other)
-    inverse = c(F32(1) / F32(255))
-    q0 = b.op("Multiply", span, inverse)
-    r = b.op("Add", b.op("Subtract", span, b.op("Multiply", q0, c(256))), q0)
-    scale = b.op("Select", b.op("Equal", hi, lo), c(1), b.op("Add", q0, b.op("Multiply", r, inverse)))
-    zp = b.op("Round", b.op("Clamp", b.op("Negative", b.op("Divide", lo, scale)), min=0.0, max=255.0),
+    scale = b.op("Select", b.op("Equal", hi, lo), c(1), exact.divide(b, b.op("Subtract", hi, lo), c(255)))
+    zp = b.op("Round", b.op("Clamp", b.op("Negative", exact.divide(b, lo, scale)), min=0.0, max=255.0),
               mode="half_to_even", version="opset5")
-    v = b.op("Minimum", b.op("Maximum", b.op("Divide", a, scale), b.op("Negative", zp)), b.op("Subtract", c(255), zp))
+    v = b.op("Minimum", b.op("Maximum", exact.divide(b, a, scale), b.op("Negative", zp)),
+             b.op("Subtract", c(255), zp))
     return b.op("Round", v, mode="half_to_even", version="opset5"), scale
+
+
+def _horner(b: IRGraph, x2: Out, coefficients, fma: bool) -> Out:
+    def c(v):
+        return b.const(np.array(v, F32))
+
+    if fma:
+        acc = exact.fma(b, x2, c(coefficients[0]), c(coefficients[1]))
+        for k in coefficients[2:]:
+            acc = exact.fma(b, x2, acc, c(k))
+        return acc
+    acc = b.op("Add", b.op("Multiply", x2, c(coefficients[0])), c(coefficients[1]))
+    for k in coefficients[2:]:
+        acc = b.op("Add", b.op("Multiply", acc, x2), c(k))
+    return acc
+
+
+def _activation(b: IRGraph, a, x: Out, fma: bool) -> Out:
+    """Sigmoid and Tanh as MLAS computes them (MlasComputeLogistic, MlasComputeTanh: a rational function of the
+    clamped input, FMA or SSE2 kernel as on this machine); the other activations as OpenVINO's ops."""
+    if a.name not in ("Sigmoid", "Tanh"):
+        return _act(b, a, x, F32)
+        # (Elu, Softplus and ScaledTanh: onnxruntime calls the C library's expf, OpenVINO its own: a last bit)
+    sigmoid = a.name == "Sigmoid"
+    bound = 18.0 if sigmoid else 9.0
+    v = b.op("Clamp", x, min=-bound, max=bound)
+    x2 = b.op("Multiply", v, v)
+    p, q = (mlas.LOGISTIC_P, mlas.LOGISTIC_Q) if sigmoid else (mlas.TANH_P, mlas.TANH_Q)
+    r = exact.divide(b, b.op("Multiply", v, _horner(b, x2, p, fma)), _horner(b, x2, q, fma))
+    if not sigmoid:
+        return r
+    r = b.op("Add", r, b.const(np.array(0.5, F32)))
+    return b.op("Maximum", r, b.const(np.array(0, F32))) if fma else b.op("Clamp", r, min=0.0, max=1.0)
 
 
 def _integer_weights(q: np.ndarray, zero_point: int) -> np.ndarray:
@@ -118,12 +148,17 @@ def _body(q: dq.QuantizedLSTM, d: int, arrays: dict) -> tuple[IRGraph, dict]:
         return pre
 
     f, g, hf = cell.activations
-    it = _act(b, f, gate(gi, 0, 0, c), F32)  # peepholes P: i, o, f
-    ft = b.op("Subtract", b.const(np.array(1, F32)), it) if layer.input_forget else _act(b, f, gate(gf, 2, 2, c), F32)
-    ct = _act(b, g, gate(gc, 3), F32)
+    fma = mlas.mlas_fma()
+
+    def act(a, x):
+        return _activation(b, a, x, fma)
+
+    it = act(f, gate(gi, 0, 0, c))  # peepholes P: i, o, f
+    ft = b.op("Subtract", b.const(np.array(1, F32)), it) if layer.input_forget else act(f, gate(gf, 2, 2, c))
+    ct = act(g, gate(gc, 3))
     c_new = b.op("Add", b.op("Multiply", c, ft), b.op("Multiply", it, ct))
-    ot = _act(b, f, gate(go, 1, 1, c_new), F32)
-    h_new = b.op("Multiply", _act(b, hf, c_new, F32), ot)
+    ot = act(f, gate(go, 1, 1, c_new))
+    h_new = b.op("Multiply", act(hf, c_new), ot)
     ids["r_h"] = b.result(h_new).id
     ids["r_c"] = b.result(c_new).id
     ids["r_y"] = b.result(b.op("Unsqueeze", h_new, b.const(np.array([1], np.int64)))).id
