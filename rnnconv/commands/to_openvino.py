@@ -118,7 +118,9 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
         else:
             graph, pairs = _write_through_openvino(source, model, staged, where, fp16, report, why)
         before, after = onnx_model(model, io.source_name(source)), ir_model(graph, str(out), tmp_xml, tmp_bin)
-        precision = checks.precision_for(model)
+        # The IR of a DynamicQuantizeLSTM reproduces onnxruntime's float32 operations one by one (its divisions
+        # and FMAs from exact float32 steps, see dialects.openvino.exact): the interpreter runs it in float32.
+        precision = "float32" if onnx_quantized.holds(model) else checks.precision_for(model)
         started = checks.start_runtime(before, after, options, worker, precision=precision) if worker else None
         if mode != "none":
             report.checks.extend(checks.check_nodes(pairs, options))
@@ -185,7 +187,8 @@ def _write_own(model: ir.Model, conversion: from_onnx.Conversion, staged, where:
         tmp_xml.write_bytes(xml_bytes)
     except OSError as err:
         raise IOFailure(f"{where}: cannot write ({err.strerror or err})") from err
-    return conversion.graph, [_node_pair(model, rn, fp16) for rn in conversion.recurrent]
+    nodes = [*conversion.recurrent, *onnx_quantized.find(model)]
+    return conversion.graph, [_node_pair(model, rn, fp16) for rn in nodes]
 
 
 def _write_through_openvino(source, model: ir.Model, staged, where: Path, fp16: bool, report: Report, why: str):
@@ -211,7 +214,8 @@ def _write_through_openvino(source, model: ir.Model, staged, where: Path, fp16: 
         for r in m.conversion.rewrites:
             report.rewrites.append({**r, "what": f"{r['what']} (rnnconv's mapping, inside OpenVINO's import)"})
     pairs = [checks.NodePair(f"node {m.node.name}", onnx_model(m.single), ir_model(m.conversion.graph),
-                             checks.precision_for(model, [m.node])) for m in converted.mapped]
+                             "float32" if m.node.op == QUANTIZED[1] else checks.precision_for(model, [m.node]))
+             for m in converted.mapped]
     return ov_reader.read(tmp_xml, tmp_bin, mapped=True), pairs  # the weights stay in the file
 
 
@@ -228,5 +232,5 @@ def _node_pair(model: ir.Model, rn: onnx_recurrent.RecurrentNode, fp16: bool) ->
     """The node alone as ONNX, and as the IR rnnconv writes for it. A big layer (checks.precision_for) runs in
     float32 with a small batch and sequence, on its real weights."""
     single = extract.recurrent_node(rn, dict(model.opset_imports), model.ir_version)
-    return checks.NodePair(f"node {rn.name}", onnx_model(single), ir_model(translate(single, fp16).graph),
-                           checks.precision_for(model, [rn]))
+    precision = "float32" if rn.op == QUANTIZED[1] else checks.precision_for(model, [rn])
+    return checks.NodePair(f"node {rn.name}", onnx_model(single), ir_model(translate(single, fp16).graph), precision)

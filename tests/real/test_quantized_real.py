@@ -21,6 +21,8 @@ import numpy as np
 import onnx
 import pytest
 
+from rnnconv.dialects.mlas import mlas_saturates
+
 from tests.real.conftest import (
     QUANTIZED,
     max_abs_diff,
@@ -103,7 +105,9 @@ def test_to_openvino_runs_as_onnxruntime(quantized_model, tmp_path):
     got = openvino_outputs(xml, quantized_model.feeds, want)
     measured = max_abs_diff(got, want)
     print(f"{quantized_model.name} to-openvino: OpenVINO vs onnxruntime {measured}")
-    assert max(measured.values()) <= 2e-2, measured
+    # Measured here (x86-64 with VNNI): within 2e-7, the float32 rounding of the front end's ops. On x86 CPUs
+    # without VNNI onnxruntime saturates int16 pair sums, which the IR does not: the bound there.
+    assert max(measured.values()) <= (2e-2 if mlas_saturates() else 1e-5), measured
 
 
 def test_openvinos_own_ir_converts_back(quantized_model, tmp_path):
