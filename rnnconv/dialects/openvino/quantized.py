@@ -10,19 +10,19 @@ The op (rnnconv.dialects.onnx_quantized) and its kernel as onnxruntime computes 
 
 quantize(A) is DynamicQuantizeLinear's recipe over the block: lo = min(A, 0), hi = max(A, 0), scale = (hi - lo)
 / 255 (1 when hi = lo), zp = round_half_even(clamp(-lo / scale, 0, 255)), q - zp = round_half_even(clamp(A /
-scale, -zp, 255 - zp)). The integer products run as float32 MatMuls of integers: exact while every partial sum
-stays below 2^24 (|q - zp| <= 255, |W - zp_W| <= 255: always for input sizes up to 257 with 8-bit weights, and
-for int8 weights of quantize_dynamic (|W| <= 127) up to 515; past that a sum of that size is rare, and rounds
-once). What the IR does not reproduce of onnxruntime's numbers (so the two differ by a quantization step where a
-value falls that close to a rounding boundary):
-- OpenVINO's CPU plugin divides by multiplying with the reciprocal (measured, OpenVINO 2026.4): the scale is
-  corrected to the quotient (its residual range - 255 * scale is exact by Sterbenz's lemma), A / scale and
-  -lo / scale are not (a last-bit difference, which moves a rounding only at a tie);
-- MLAS's sigmoid and tanh are rational approximations, OpenVINO's its own (a last-bit difference);
-- on x86-64 CPUs with AVX2 and no VNNI, MLAS saturates u8 x s8 pair sums to int16 (`mlas_saturates`); the IR
-  computes the exact products (as MLAS does with VNNI, AMX or on ARM);
-- onnxruntime quantizes H per batch chunk when its session runs several threads on batches N > 4 (or N >= 2
-  and H <= 256); the IR quantizes the whole batch, as onnxruntime with one thread.
+scale, -zp, 255 - zp)). Every float32 operation is onnxruntime's, in its order, so that OpenVINO computes the same
+numbers to the bit (measured with OpenVINO 2026.4 on x86-64 with AVX512-VNNI, T up to 50, I 512, H 256, N 5):
+- the divisions are IEEE divisions and MLAS's sigmoid and tanh (rational functions, FMA3 or SSE2 kernel as on the
+  machine that converts) fuse their multiply-adds, both built from exact float32 steps (`exact`): OpenVINO's
+  CPU plugin divides by the reciprocal and never fuses;
+- the integer products run as float32 MatMuls of integers: exact while every partial sum stays below 2^24
+  (|q - zp| <= 255, |W - zp_W| <= 255: always for input sizes up to 257, and for quantize_dynamic's int8
+  weights (|W| <= 127) up to 518; past that, a sum that large is rare and rounds once).
+What the IR does not reproduce: on x86-64 CPUs with AVX2 and no VNNI, MLAS saturates u8 x s8 pair sums to int16
+(`mlas.mlas_saturates`), the IR computes the exact products (as MLAS with VNNI, AMX or on ARM); onnxruntime
+sessions with several threads quantize H per thread's rows of a batch (N > 4, or N >= 2 and H <= 256), the IR
+over the whole batch (onnxruntime with one thread); Elu, Softplus and ScaledTanh use OpenVINO's exp, not the C
+library's expf.
 Not lowered (refused naming the node): sequence_lens, weights computed at run time.
 """
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-import onnx_ir as ir
 
 from rnnconv.dialects import mlas
 from rnnconv.dialects import onnx_quantized as dq
@@ -91,8 +90,7 @@ def _activation(b: IRGraph, a, x: Out, fma: bool) -> Out:
     """Sigmoid and Tanh as MLAS computes them (MlasComputeLogistic, MlasComputeTanh: a rational function of the
     clamped input, FMA or SSE2 kernel as on this machine); the other activations as OpenVINO's ops."""
     if a.name not in ("Sigmoid", "Tanh"):
-        return _act(b, a, x, F32)
-        # (Elu, Softplus and ScaledTanh: onnxruntime calls the C library's expf, OpenVINO its own: a last bit)
+        return _act(b, a, x, F32)  # Elu, Softplus, ScaledTanh: OpenVINO's exp, not expf (a last bit)
     sigmoid = a.name == "Sigmoid"
     bound = 18.0 if sigmoid else 9.0
     v = b.op("Clamp", x, min=-bound, max=bound)
@@ -237,6 +235,3 @@ def lower(g: IRGraph, q: dq.QuantizedLSTM, x: Out, initial_h: Optional[Out], ini
     outs = {"Y": Y, "Y_h": cat(hos, 0), "Y_c": cat(cos, 0)}
     return [outs[name] if q.outputs.get(name) is not None else None for name in dq.OUTPUTS][:len(q.node.outputs)]
 
-
-def node_inputs(q: dq.QuantizedLSTM) -> dict[str, Optional[ir.Value]]:
-    return {k: q.inputs.get(k) for k in ("X", "initial_h", "initial_c")}
