@@ -32,7 +32,12 @@ class Gone(Exception):
 def share(on: bool = True) -> None:
     """Keep runtime children across models from now on (`on`), or end them and stop keeping them."""
     _SHARING[0] = on
-    if not on:
+    if on:
+        # a pool's worker process ends through os._exit, past atexit: multiprocessing's own exit hooks end them
+        import multiprocessing.util
+
+        multiprocessing.util.Finalize(None, close_all, exitpriority=10)
+    else:
         close_all()
 
 
