@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
+from onnxruntime.quantization import QuantType
 
 from rnnconv.commands.to_openvino import to_openvino
 from rnnconv.dialects.mlas import mlas_saturates
@@ -28,6 +29,8 @@ MODELS = {  # name: (float model, quantize_dynamic options, input -> shape at T)
     "forward": (lambda: float_lstm("forward", I=4, H=8), {}, lambda T: {"X": (T, 2, 4)}),
     "reverse_per_channel": (lambda: float_lstm("reverse", I=16, H=8), {"per_channel": True},
                             lambda T: {"X": (T, 3, 16)}),
+    "uint8_weights": (lambda: float_lstm("forward", I=6, H=5), {"weight_type": QuantType.QUInt8},
+                      lambda T: {"X": (T, 2, 6)}),
     "bidirectional_ocr_sizes": (lambda: float_lstm("bidirectional", I=512, H=256), {}, lambda T: {"X": (T, 5, 512)}),
     "ocr_shaped_conv_front": (ocr_like, {}, lambda T: {"image": (1, 3, 32, 8 * T)}),
 }
