@@ -28,7 +28,7 @@ def command(fp16, route):
     ONNX import when the openvino package is installed, each recurrent node still mapped by rnnconv (the report
     says which nodes rnnconv mapped and what OpenVINO imported); without it, exit 3 listing the op types.
     com.microsoft DynamicQuantizeLSTM becomes onnxruntime's run-time quantization in OpenVINO ops (with
-    sequence_lens or computed weights: exit 3, dequantize first). Several models or directories with --out-dir
+    computed weights: exit 3, dequantize first). Several models or directories with --out-dir
     DIR run in batch mode (see --jobs, --report).
 
     \b

@@ -173,7 +173,7 @@ def _refuse_quantized(model: ir.Model) -> None:
     if problems:
         raise Unsupported(
             f"{QUANTIZED[1]} node(s) {' | '.join(problems)}: rnnconv lowers onnxruntime's run-time quantization "
-            "only for a node of the main graph with constant weights over whole sequences. What would work: "
+            "only for a node of the main graph with constant weights. What would work: "
             "dequantize the model first and convert the float LSTM exactly", fixes=("dequantize",))
 
 

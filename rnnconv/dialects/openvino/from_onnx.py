@@ -261,7 +261,8 @@ def _quantized(ctx: ops.Context, q: onnx_quantized.QuantizedLSTM, rewrites: list
         v = q.inputs.get(name)
         return None if v is None else ctx.values[v.name]
 
-    outs = quantized.lower(ctx.g, q, port("X"), port("initial_h"), port("initial_c"), ctx.i64)
+    outs = quantized.lower(ctx.g, q, port("X"), port("initial_h"), port("initial_c"), ctx.i64,
+                           port("sequence_lens"))
     rewrites.append({"node": q.name, "what": f"{onnx_quantized.OP} ({q.layer.direction}, {q.weight_type} weights) "
                                              "-> run-time quantization of X and of H at every step, TensorIterator "
                                              "per direction"})

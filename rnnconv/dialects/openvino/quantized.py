@@ -22,8 +22,9 @@ What the IR does not reproduce: on x86-64 CPUs with AVX2 and no VNNI, MLAS satur
 (`mlas.mlas_saturates`), the IR computes the exact products (as MLAS with VNNI, AMX or on ARM); onnxruntime
 sessions with several threads quantize H per thread's rows of a batch (N > 4, or N >= 2 and H <= 256), the IR
 over the whole batch (onnxruntime with one thread); Elu, Softplus and ScaledTanh use OpenVINO's exp, not the C
-library's expf.
-Not lowered (refused naming the node): sequence_lens, weights computed at run time.
+library's expf; when Y is not requested and some, not all, sequence lengths are 0, onnxruntime quantizes rows of
+its H buffer it never initialised (the IR: zeros, as the engine's kernel).
+Not lowered (refused naming the node): weights computed at run time.
 """
 
 from __future__ import annotations
@@ -48,8 +49,6 @@ def lowerable(q: dq.QuantizedLSTM) -> list[str]:
     why = []
     if not q.layer.weights_constant:
         why.append("its weights are computed at run time")
-    if q.inputs.get("sequence_lens") is not None:
-        why.append("sequence_lens is given")
     return why
 
 
@@ -115,9 +114,11 @@ def _product(b: IRGraph, a: Out, weights: np.ndarray, zero_point: int, weight_sc
     return b.op("Multiply", acc, b.op("Multiply", scale, b.const(weight_scale.astype(F32))))
 
 
-def _body(q: dq.QuantizedLSTM, d: int, arrays: dict) -> tuple[IRGraph, dict]:
+def _body(q: dq.QuantizedLSTM, d: int, arrays: dict, lens: bool) -> tuple[IRGraph, dict]:
     """One step of direction d: Parameters xw_t [N,1,4H], h [N,H], c [N,H]; Results h_next, c_next, y_t
-    [N,1,H]."""
+    [N,1,H]. With `lens`, also t [1], lens [N] and the block of H quantized at this step (onnxruntime's H buffer:
+    the last step's Y rows, 0 past a row's end, when Y is requested; else each row's state), each step masked
+    with t < lens (the state kept, y 0 past the row's end)."""
     layer, H = q.layer, q.layer.hidden_size
     cell = layer.cells[d]
     b = IRGraph("step")
@@ -125,12 +126,17 @@ def _body(q: dq.QuantizedLSTM, d: int, arrays: dict) -> tuple[IRGraph, dict]:
     xw_t = b.parameter("xw_t", "f32", [-1, 1, 4 * H])
     h = b.parameter("h_prev", "f32", [-1, H])
     c = b.parameter("c_prev", "f32", [-1, H])
-    for key, p in (("xw", xw_t), ("h", h), ("c", c)):
+    params = [("xw", xw_t), ("h", h), ("c", c)]
+    if lens:
+        t, lengths, block = b.parameter("t", "i64", [1]), b.parameter("lens", "i64", [-1]), \
+            b.parameter("block", "f32", [-1, H])
+        params += [("t", t), ("lens", lengths), ("block", block)]
+    for key, p in params:
         ids[key] = p.layer.id
         p.port.names.clear()
     rq = dq.quantization("R", arrays["R"], arrays["R_scale"], arrays["R_zero_point"], layer.num_directions, H)
     xw = b.op("Squeeze", xw_t, b.const(np.array([1], np.int64)))
-    G = b.op("Add", _product(b, h, arrays["R"][d], rq.zero_point[d], rq.scale[d]), xw)
+    G = b.op("Add", _product(b, block if lens else h, arrays["R"][d], rq.zero_point[d], rq.scale[d]), xw)
     gi, go, gf, gc = b.add("Split", [G, b.const(np.array(1, np.int64))], {"num_splits": 4})
     B, P = arrays.get("B"), arrays.get("P")
     bias = None if B is None else (B[d, :4 * H] + B[d, 4 * H:]).astype(F32)  # LoadBias: Wb + Rb, once
@@ -157,22 +163,33 @@ def _body(q: dq.QuantizedLSTM, d: int, arrays: dict) -> tuple[IRGraph, dict]:
     c_new = b.op("Add", b.op("Multiply", c, ft), b.op("Multiply", it, ct))
     ot = act(f, gate(go, 1, 1, c_new))
     h_new = b.op("Multiply", act(hf, c_new), ot)
+    y = h_new
+    if lens:
+        mask = b.op("Unsqueeze", b.op("Less", t, lengths), b.const(np.array([1], np.int64)))
+        h_new, c_new = b.op("Select", mask, h_new, h), b.op("Select", mask, c_new, c)
+        y = b.op("Select", mask, y, b.const(np.array(0, F32)))
+        with_y = q.outputs.get("Y") is not None
+        ids["r_block"] = b.result(y if with_y else h_new).id
+        ids["r_t"] = b.result(b.op("Add", t, b.const(np.array([1], np.int64)))).id
     ids["r_h"] = b.result(h_new).id
     ids["r_c"] = b.result(c_new).id
-    ids["r_y"] = b.result(b.op("Unsqueeze", h_new, b.const(np.array([1], np.int64)))).id
+    ids["r_y"] = b.result(b.op("Unsqueeze", y, b.const(np.array([1], np.int64)))).id
     return b, ids
 
 
 def _iterate(g: IRGraph, q: dq.QuantizedLSTM, d: int, xw: Out, h0: Out, c0: Out, reverse: bool,
-             arrays: dict) -> list[Out]:
+             arrays: dict, lens: Optional[Out] = None) -> list[Out]:
     """TensorIterator-1 over xw [N,T,4H] (backwards when `reverse`): Y [N,T,H] in time order, Ho, Co [N,H]."""
     H = q.layer.hidden_size
-    body, ids = _body(q, d, arrays)
+    body, ids = _body(q, d, arrays, lens is not None)
     ti = IRLayer(len(g.layers), g._unique(f"{q.layer.name or 'DynamicQuantizeLSTM'}/TensorIterator_{d}"),
                  "TensorIterator", "opset1")
     g.layers.append(ti)
     walk = {"start": "-1", "end": "0", "stride": "-1"} if reverse else {"start": "0", "end": "-1", "stride": "1"}
-    for port_id, (key, src) in enumerate((("xw", xw), ("h", h0), ("c", c0))):
+    sources = [("xw", xw), ("h", h0), ("c", c0)]
+    if lens is not None:
+        sources += [("t", g.const(np.array([0], np.int64))), ("lens", lens), ("block", h0)]
+    for port_id, (key, src) in enumerate(sources):
         ti.inputs.append(Port(port_id, src.element_type, None if src.dims is None else list(src.dims)))
         g.edges.append(Edge(src.layer.id, src.port.id, ti.id, port_id))
         pm = {"external_port_id": str(port_id), "internal_layer_id": str(ids[key])}
@@ -182,7 +199,7 @@ def _iterate(g: IRGraph, q: dq.QuantizedLSTM, d: int, xw: Out, h0: Out, c0: Out,
     n, t = xw.dims[0], xw.dims[1]
     for j, (key, dims, concat) in enumerate((("r_y", [n, t, H], True), ("r_h", [n, H], False),
                                              ("r_c", [n, H], False))):
-        port_id = 3 + j
+        port_id = len(sources) + j
         ti.outputs.append(Port(port_id, "f32", dims))
         pm = {"external_port_id": str(port_id), "internal_layer_id": str(ids[key])}
         if concat:
@@ -190,17 +207,23 @@ def _iterate(g: IRGraph, q: dq.QuantizedLSTM, d: int, xw: Out, h0: Out, c0: Out,
         ti.port_map.append(("output", pm))
     ti.back_edges = [{"from-layer": str(ids["r_h"]), "to-layer": str(ids["h"])},
                      {"from-layer": str(ids["r_c"]), "to-layer": str(ids["c"])}]
+    if lens is not None:
+        ti.back_edges += [{"from-layer": str(ids["r_t"]), "to-layer": str(ids["t"])},
+                          {"from-layer": str(ids["r_block"]), "to-layer": str(ids["block"])}]
     ti.body = body
     return [Out(ti, j) for j in range(3)]
 
 
 def lower(g: IRGraph, q: dq.QuantizedLSTM, x: Out, initial_h: Optional[Out], initial_c: Optional[Out],
-          i64) -> list[Optional[Out]]:
-    """The node's outputs (Y [T,D,N,H], Y_h, Y_c [D,N,H]) from X [T,N,I] and the initial states (None: zeros)."""
+          i64, sequence_lens: Optional[Out] = None) -> list[Optional[Out]]:
+    """The node's outputs (Y [T,D,N,H], Y_h, Y_c [D,N,H]) from X [T,N,I], the initial states (None: zeros) and
+    sequence_lens (None: whole sequences). With lengths, as onnxruntime: X[0:L] quantized, L = max(sequence_lens);
+    L steps; a reverse direction reverses each sequence within its length; Y zero past each length and padded
+    back to T; Y_h, Y_c of an empty sequence 0."""
     why = lowerable(q)
     if why:
         raise Unsupported(f"{dq.OP} node {q.name!r}: {'; '.join(why)}: the OpenVINO lowering of the op handles "
-                          "constant weights over whole sequences", fixes=("dequantize",))
+                          "constant weights", fixes=("dequantize",))
     layer, D, H = q.layer, q.layer.num_directions, q.layer.hidden_size
     arrays = {k: constant_array(q.inputs.get(k)) for k in ("W", "R", "B", "P") + dq.QUANTIZATION}
     if x.dims is None or len(x.dims) != 3 or x.dims[2] < 0:
@@ -221,9 +244,30 @@ def lower(g: IRGraph, q: dq.QuantizedLSTM, x: Out, initial_h: Optional[Out], ini
     hs, cs = states(initial_h), states(initial_c)
     ys, hos, cos = [], [], []
     reverse = [layer.direction == "reverse"] if D == 1 else [False, True]
+    lens = longest = None
+    x_used = x_ov
+    if sequence_lens is not None:
+        lens = g.op("Convert", sequence_lens, destination_type="i64")
+        longest = g.op("ReduceMax", lens, i64([0]), keep_dims=True)
+        x_used = g.op("Slice", x_ov, i64([0]), longest, i64([1]), i64([1]), version="opset8")  # X[:, 0:L]
     for d in range(D):
-        xw = _product(g, x_ov, arrays["W"][d], wq.zero_point[d], wq.scale[d])  # [N, T, 4H]
-        y, ho, co = _iterate(g, q, d, xw, hs[d], cs[d], reverse[d], arrays)
+        xw = _product(g, x_used, arrays["W"][d], wq.zero_point[d], wq.scale[d])  # [N, T or L, 4H]
+        if lens is None:
+            y, ho, co = _iterate(g, q, d, xw, hs[d], cs[d], reverse[d], arrays)
+        else:
+            if reverse[d]:  # each row's own steps reversed (the same rows of XW as of X), its padding in place
+                xw = g.op("ReverseSequence", xw, lens, batch_axis=0, seq_axis=1)
+            y, ho, co = _iterate(g, q, d, xw, hs[d], cs[d], False, arrays, lens)
+            if reverse[d]:
+                y = g.op("ReverseSequence", y, lens, batch_axis=0, seq_axis=1)
+            T = g.op("Gather", g.op("ShapeOf", x_ov, output_type="i64", version="opset3"), i64([1]), i64(0),
+                     batch_dims=0, version="opset8")
+            pads = g.op("Concat", i64([0]), g.op("Subtract", T, longest), i64([0]), axis=0)
+            y = g.add("Pad", [y, i64([0, 0, 0]), pads, g.const(np.zeros((), F32))], {"pad_mode": "constant"},
+                      outputs=[("f32", [x_ov.dims[0], x_ov.dims[1], H])])[0]
+            nonempty = g.op("Unsqueeze", g.op("Greater", lens, i64(0)), i64([1]))
+            zero = g.const(np.zeros((), F32))
+            ho, co = g.op("Select", nonempty, ho, zero), g.op("Select", nonempty, co, zero)
         ys.append(g.op("Unsqueeze", y, i64([1])))
         hos.append(g.op("Unsqueeze", ho, i64([0])))
         cos.append(g.op("Unsqueeze", co, i64([0])))
