@@ -144,7 +144,8 @@ def quantized_findings(q, target: str, model: str = "MODEL", measured: str = "",
         problem = ("OpenVINO's ONNX import runs it, computed otherwise than onnxruntime's kernel (which defines "
                    "the op): other numbers, no error")
         return [Finding(target, q.name, q.op, q.version, DIFFERS, problem + (f" ({measured})" if measured else ""),
-                        fix["dequantize"], max_abs_diff)]
+                        f"{fix['to-openvino']} (its IR computes onnxruntime's run-time quantization, constant "
+                        f"weights); or {fix['dequantize']}", max_abs_diff)]
     if target == "onnx-reference":
         return [Finding(target, q.name, q.op, q.version, REFUSES, "onnx's ReferenceEvaluator has no com.microsoft "
                         "ops", f"{fix['dequantize']}; or {fix['engine']}")]

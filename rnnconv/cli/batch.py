@@ -153,18 +153,25 @@ def run_batch(name: str, convert, plan: list, common: dict, *, jobs: int = 1, pr
     show = progress and sys.stderr.isatty() and len(plan) > 1
     rows: list[Optional[dict]] = [None] * len(plan)
     bar_args = dict(length=len(plan), label=name, file=sys.stderr, show_pos=True)
+    from rnnconv.engine import serving
+
     if jobs == 1 or len(plan) == 1:
-        with _bar(show, bar_args) as bar:
-            for i, (src, dst) in enumerate(plan):
-                rows[i] = convert_one(convert, src, dst, common)
-                bar.update(1)
+        serving.share(True)  # one onnxruntime and one OpenVINO child for the whole batch, not per model
+        try:
+            with _bar(show, bar_args) as bar:
+                for i, (src, dst) in enumerate(plan):
+                    rows[i] = convert_one(convert, src, dst, common)
+                    bar.update(1)
+        finally:
+            serving.share(False)
         return _spelled(rows)
     import concurrent.futures as cf
     import multiprocessing
 
-    # spawn: a forked child would inherit the parent's onnxruntime / OpenVINO threads in an unknown state.
+    # Each worker process lives across models, with its own onnxruntime and OpenVINO children (serving).
     with cf.ProcessPoolExecutor(max_workers=min(jobs, len(plan)),
-                                mp_context=multiprocessing.get_context("spawn")) as pool:
+                                mp_context=multiprocessing.get_context(_start_method()),
+                                initializer=serving.share) as pool:
         futures = {pool.submit(convert_one, convert, src, dst, common): i for i, (src, dst) in enumerate(plan)}
         with _bar(show, bar_args) as bar:
             for fut in cf.as_completed(futures):
@@ -176,6 +183,22 @@ def run_batch(name: str, convert, plan: list, common: dict, *, jobs: int = 1, pr
                                    f"worker process failed: {type(err).__name__}: {err}", None, 0.0)
                 bar.update(1)
     return _spelled(rows)
+
+
+def _start_method() -> str:
+    """fork while this process runs one thread and has not loaded onnxruntime or OpenVINO (the workers then start
+    with rnnconv, onnx and numpy already imported: seconds less per worker); else spawn, since a forked child
+    would inherit other threads (a runtime's pool) in an unknown state."""
+    import multiprocessing
+    import threading
+
+    if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() != 1 or \
+            any(m in sys.modules for m in ("onnxruntime", "openvino")):
+        return "spawn"
+    try:
+        return "fork" if len(os.listdir("/proc/self/task")) == 1 else "spawn"  # native threads too (BLAS pools)
+    except OSError:
+        return "spawn"
 
 
 def _spelled(rows: list[dict]) -> list[dict]:

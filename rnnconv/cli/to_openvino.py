@@ -27,7 +27,8 @@ def command(fp16, route):
     Models with ops outside rnnconv's own table (InstanceNormalization, If bodies...) go through OpenVINO's
     ONNX import when the openvino package is installed, each recurrent node still mapped by rnnconv (the report
     says which nodes rnnconv mapped and what OpenVINO imported); without it, exit 3 listing the op types.
-    com.microsoft DynamicQuantizeLSTM: exit 3 (dequantize first). Several models or directories with --out-dir
+    com.microsoft DynamicQuantizeLSTM becomes onnxruntime's run-time quantization in OpenVINO ops (with
+    computed weights: exit 3, dequantize first). Several models or directories with --out-dir
     DIR run in batch mode (see --jobs, --report).
 
     \b

@@ -69,8 +69,8 @@ def rank_findings(model, label: str) -> list[Finding]:
 
 def measure_openvino(model, q: onnx_quantized.QuantizedLSTM) -> tuple[str, Optional[float]]:
     """How far OpenVINO's import of a DynamicQuantizeLSTM is from onnxruntime's run, the node alone on random
-    inputs (its real weights): the text for the finding, and the largest |difference| over its outputs (None when
-    not measured)."""
+    inputs (its real weights), and how far the IR `rnnconv to-openvino` writes for it runs in OpenVINO: the text for
+    the finding, and the largest |difference| of OpenVINO's import over its outputs (None when not measured)."""
     from rnnconv.engine import openvino_runtime
     from rnnconv.verification import checks, extract
     from rnnconv.verification.model import onnx_model
@@ -83,10 +83,40 @@ def measure_openvino(model, q: onnx_quantized.QuantizedLSTM) -> tuple[str, Optio
     ort_run, ov_run = (checks.run(alone, engine, sets, isolate=True) for engine in ("onnxruntime", "openvino"))
     if not (ort_run.ok and ov_run.ok):
         return f"not measured: {(ort_run.error or ov_run.error)}", None
-    diff = max(float(np.max(np.abs(np.asarray(ov_run.outputs[0][k], np.float64) - ort_run.outputs[0][k]), initial=0))
-               for k in ort_run.outputs[0] if k in ov_run.outputs[0])
+    diff = _largest(ov_run, ort_run)
+    ours = _rnnconv_ir(alone, q, sets, ort_run)
     return (f"measured on the node alone, random inputs {checks.describe_inputs(sets[0][1])}: max |diff| "
-            f"{diff:.3g} from onnxruntime"), diff
+            f"{diff:.3g} from onnxruntime{ours}"), diff
+
+
+def _largest(run, reference) -> float:
+    return max(float(np.max(np.abs(np.asarray(run.outputs[0][k], np.float64) - reference.outputs[0][k]), initial=0))
+               for k in reference.outputs[0] if k in run.outputs[0])
+
+
+def _rnnconv_ir(alone, q: onnx_quantized.QuantizedLSTM, sets, ort_run) -> str:
+    """"; rnnconv to-openvino's IR: max |diff| X" (the IR of dialects.openvino.quantized in OpenVINO's runtime), or
+    why there is none."""
+    import tempfile
+    from pathlib import Path
+
+    from rnnconv.dialects.openvino import from_onnx, quantized
+    from rnnconv.dialects.openvino import writer as ov_writer
+    from rnnconv.verification import checks
+    from rnnconv.verification.model import ir_model
+
+    why = quantized.lowerable(q)
+    if why:
+        return f"; rnnconv to-openvino refuses it ({'; '.join(why)})"
+    with tempfile.TemporaryDirectory(prefix="rnnconv-check-") as folder:
+        xml, bin_path = Path(folder) / "node.xml", Path(folder) / "node.bin"
+        graph = from_onnx.convert(alone.onnx).graph
+        with open(bin_path, "wb") as f:
+            xml.write_bytes(ov_writer.write_to(graph, f))
+        run = checks.run(ir_model(graph, "rnnconv's IR", xml, bin_path), "openvino", sets, isolate=True)
+        if not run.ok:
+            return f"; rnnconv to-openvino's IR not measured: {run.error}"
+        return f"; rnnconv to-openvino's IR: max |diff| {_largest(run, ort_run):.3g}"
 
 
 def check(model, targets: Iterable[str] = TARGETS) -> dict:

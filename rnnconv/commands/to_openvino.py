@@ -10,8 +10,9 @@ Two routes, chosen per model:
   model on its own (an explicit recurrence whose input size only OpenVINO's shape inference knows): each
   GRU/LSTM/RNN node still goes through rnnconv's exact mapping, grafted into OpenVINO's graph. Without openvino
   such a model is refused (exit 3) naming the ops and the install command.
-com.microsoft DynamicQuantizeLSTM is refused on both routes: onnxruntime quantizes its activations at run time,
-which no OpenVINO graph of the dequantized weights reproduces.
+com.microsoft DynamicQuantizeLSTM: rnnconv's own writer computes onnxruntime's run-time quantization of X and of
+H at every step in OpenVINO ops (`dialects.openvino.quantized`); OpenVINO's ONNX import would compute the float
+LSTM of the dequantized weights, so such a node on that route is refused (dequantize first).
 
 Verification (`verification.checks`): each recurrent node alone (rnnconv's ONNX engine vs its IR interpreter;
 on the OpenVINO route, the node as OpenVINO's import fed it, against the IR that was grafted), then the whole model
@@ -33,8 +34,8 @@ import onnx_ir as ir
 
 from rnnconv import io
 from rnnconv.conversion import Result
-from rnnconv.dialects import onnx_recurrent
-from rnnconv.dialects.openvino import from_onnx, frontend, ops
+from rnnconv.dialects import onnx_quantized, onnx_recurrent
+from rnnconv.dialects.openvino import from_onnx, frontend, ops, quantized
 from rnnconv.dialects.openvino import reader as ov_reader
 from rnnconv.dialects.openvino import writer as ov_writer
 from rnnconv.engine import openvino_runtime
@@ -127,7 +128,9 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
             graph, pairs = _write_through_openvino(written, model, staged, where, fp16, report, why)
         before = onnx_model(source_model, io.source_name(source))
         after = ir_model(graph, str(out), tmp_xml, tmp_bin)
-        precision = checks.precision_for(source_model)
+        # The IR of a DynamicQuantizeLSTM reproduces onnxruntime's float32 operations one by one (its divisions
+        # and FMAs from exact float32 steps, see dialects.openvino.exact): the interpreter runs it in float32.
+        precision = "float32" if onnx_quantized.holds(source_model) else checks.precision_for(source_model)
         started = checks.start_runtime(before, after, options, worker, precision=precision) if worker else None
         if mode != "none":
             report.checks.extend(checks.check_nodes(pairs, options))
@@ -151,7 +154,7 @@ def _route(model: ir.Model, route: str) -> Optional[str]:
         if not openvino_runtime.available():
             raise Unsupported("route=openvino needs the openvino package", fixes=(openvino_runtime.INSTALL,))
         return "asked for (route=openvino)"
-    bad = ops.unsupported_ops(model)
+    bad = [op for op in ops.unsupported_ops(model) if op != from_onnx.QUANTIZED_OP]
     if not bad:
         return None
     why = f"op type(s) outside rnnconv's own OpenVINO table: {', '.join(bad)}"
@@ -166,13 +169,21 @@ def _route(model: ir.Model, route: str) -> Optional[str]:
 
 
 def _refuse_quantized(model: ir.Model) -> None:
-    found = [scope + onnx_recurrent.node_label(node) for node, scope, _ in onnx_recurrent.walk(model)
+    """DynamicQuantizeLSTM nodes rnnconv cannot lower (`quantized.lowerable`) or in a body or a function: Unsupported
+    naming them, with dequantize as the fix."""
+    found = [(scope, node) for node, scope, _ in onnx_recurrent.walk(model)
              if (node.domain, node.op_type) == QUANTIZED]
-    if found:
+    if not found:
+        return
+    problems = []
+    for scope, node in found:
+        label = repr(scope + onnx_recurrent.node_label(node))
+        why = ["it lies in a subgraph or function"] if scope else quantized.lowerable(onnx_quantized.read(node))
+        problems += [f"{label}: {'; '.join(why)}"] if why else []
+    if problems:
         raise Unsupported(
-            f"{QUANTIZED[1]} node(s) {', '.join(repr(n) for n in found)}: onnxruntime quantizes their activations "
-            "at run time (com.microsoft kernel), which no OpenVINO graph reproduces (OpenVINO's own import computes "
-            "the float LSTM of the dequantized weights: differences up to 0.26 measured). What would work: "
+            f"{QUANTIZED[1]} node(s) {' | '.join(problems)}: rnnconv lowers onnxruntime's run-time quantization "
+            "only for a node of the main graph with constant weights. What would work: "
             "dequantize the model first and convert the float LSTM exactly", fixes=("dequantize",))
 
 
@@ -186,7 +197,8 @@ def _write_own(model: ir.Model, conversion: from_onnx.Conversion, staged, where:
         tmp_xml.write_bytes(xml_bytes)
     except OSError as err:
         raise IOFailure(f"{where}: cannot write ({err.strerror or err})") from err
-    return conversion.graph, [_node_pair(model, rn, fp16) for rn in conversion.recurrent]
+    nodes = [*conversion.recurrent, *onnx_quantized.find(model)]
+    return conversion.graph, [_node_pair(model, rn, fp16) for rn in nodes]
 
 
 def _write_through_openvino(source, model: ir.Model, staged, where: Path, fp16: bool, report: Report, why: str):
@@ -212,7 +224,8 @@ def _write_through_openvino(source, model: ir.Model, staged, where: Path, fp16: 
         for r in m.conversion.rewrites:
             report.rewrites.append({**r, "what": f"{r['what']} (rnnconv's mapping, inside OpenVINO's import)"})
     pairs = [checks.NodePair(f"node {m.node.name}", onnx_model(m.single), ir_model(m.conversion.graph),
-                             checks.precision_for(model, [m.node])) for m in converted.mapped]
+                             "float32" if m.node.op == QUANTIZED[1] else checks.precision_for(model, [m.node]))
+             for m in converted.mapped]
     return ov_reader.read(tmp_xml, tmp_bin, mapped=True), pairs  # the weights stay in the file
 
 
@@ -229,5 +242,5 @@ def _node_pair(model: ir.Model, rn: onnx_recurrent.RecurrentNode, fp16: bool) ->
     """The node alone as ONNX, and as the IR rnnconv writes for it. A big layer (checks.precision_for) runs in
     float32 with a small batch and sequence, on its real weights."""
     single = extract.recurrent_node(rn, dict(model.opset_imports), model.ir_version)
-    return checks.NodePair(f"node {rn.name}", onnx_model(single), ir_model(translate(single, fp16).graph),
-                           checks.precision_for(model, [rn]))
+    precision = "float32" if rn.op == QUANTIZED[1] else checks.precision_for(model, [rn])
+    return checks.NodePair(f"node {rn.name}", onnx_model(single), ir_model(translate(single, fp16).graph), precision)

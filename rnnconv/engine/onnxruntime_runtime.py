@@ -21,6 +21,7 @@ import onnx_ir as ir
 
 from rnnconv import schemas
 from rnnconv.dialects import onnx_quantized
+from rnnconv.engine import serving
 from rnnconv.engine.op_dynamic_quantize_lstm import ONNXRUNTIME_THREADS
 from rnnconv.io.mapping import release_external
 from rnnconv.io.reading import weights_as_inputs
@@ -89,6 +90,7 @@ def _run(session, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
 
 # Constant inputs of a node up to this size go inside its one-node model (some kernels want shapes, axes or
 # quantization parameters as initializers); bigger ones are fed at each run like the other inputs.
+ORT_WORKER = "rnnconv.engine.ort_worker"  # run_isolated's child
 NODE_CONSTANT_BYTES = 4096
 
 
@@ -199,8 +201,13 @@ def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> lis
             else:
                 specs[name] = np.asarray(array, order="C")  # a scalar stays rank 0
         job["models"].append((proto.SerializeToString(), specs, threads_for(model)))
-    proc = subprocess.run([sys.executable, "-m", "rnnconv.engine.ort_worker"], input=pickle.dumps(job),
-                          capture_output=True)
+    if serving.sharing():  # batch mode: the child that answered the previous models
+        try:
+            return serving.child(ORT_WORKER).ask(job)
+        except serving.Gone as err:
+            serving.drop(ORT_WORKER)
+            raise Crashed(f"onnxruntime's process failed ({err})") from None
+    proc = subprocess.run([sys.executable, "-m", ORT_WORKER], input=pickle.dumps(job), capture_output=True)
     if proc.returncode != 0:
         tail = (proc.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
         raise Crashed(f"onnxruntime's process failed ({tail[:300]})")

@@ -34,54 +34,18 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import platform
 from typing import Optional
 
 import numpy as np
 
 from rnnconv import activations as act
 from rnnconv.dialects import onnx_quantized as dq
+from rnnconv.dialects.mlas import LOGISTIC_P, LOGISTIC_Q, TANH_P, TANH_Q, mlas_fma, mlas_saturates
 from rnnconv.errors import BadInput
 
 ONNXRUNTIME_THREADS = 1  # intra_op_num_threads of rnnconv's onnxruntime sessions on models holding the op
 F32 = np.float32
 FLT_MAX = np.finfo(np.float32).max
-
-
-@functools.lru_cache(maxsize=1)
-def _cpu_flags() -> frozenset:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
-def _x86() -> bool:
-    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
-
-
-def mlas_saturates() -> bool:
-    """Whether onnxruntime's u8 x s8 GEMM saturates pairs to int16 here: x86-64 with AVX2 or AVX512BW and
-    none of AVX-VNNI, AVX512-VNNI, AMX-INT8 (MLAS's kernel dispatch). x86 without /proc/cpuinfo: the common
-    AVX2 case."""
-    if not _x86():
-        return False
-    flags = _cpu_flags()
-    if not flags:
-        return True
-    if flags & {"avx_vnni", "avx512_vnni", "amx_int8"}:
-        return False
-    return "avx2" in flags or "avx512bw" in flags
-
-
-def mlas_fma() -> bool:
-    """Whether MLAS's logistic / tanh kernels fuse multiply-adds here (x86-64 FMA3, or any non-x86 CPU's NEON
-    kernels); x86 without FMA runs the SSE2 kernels."""
-    return not _x86() or not _cpu_flags() or "fma" in _cpu_flags()
 
 
 # -- MLAS's float kernels ------------------------------------------------------------------------------------
@@ -90,18 +54,6 @@ def _fma(a, b, c):
     # exact product in float64, one rounding of the sum to float32: fma(a, b, c) for float32 a, b, c, except for
     # double-rounding ties far rarer than any test can meet
     return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)).astype(F32)
-
-
-# MLAS logistic.cpp / tanh.cpp coefficients, as float32.
-_LOGISTIC_P = tuple(F32(v) for v in (4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05,
-                                     8.51377133304701e-03, 2.48287947061529e-01))
-_LOGISTIC_Q = tuple(F32(v) for v in (6.10247389755681e-13, 5.76102136993427e-09, 6.29106785017040e-06,
-                                     1.70198817374094e-03, 1.16817656904453e-01, 9.93151921023180e-01))
-_TANH_P = tuple(F32(v) for v in (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
-                                 5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
-                                 4.89352455891786e-03))
-_TANH_Q = tuple(F32(v) for v in (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
-                                 4.89352518554385e-03))
 
 
 def _horner(x2, coefficients, fma: bool):
@@ -115,7 +67,7 @@ def mlas_logistic(x, fma: bool = True):
     """MlasComputeLogistic: clamp to +-18, p(x)/q(x) + 0.5; the FMA3 kernel clamps below at 0 only, SSE2 to [0, 1]."""
     v = np.clip(np.asarray(x, F32), F32(-18), F32(18))
     x2 = v * v
-    r = v * _horner(x2, _LOGISTIC_P, fma) / _horner(x2, _LOGISTIC_Q, fma) + F32(0.5)
+    r = v * _horner(x2, LOGISTIC_P, fma) / _horner(x2, LOGISTIC_Q, fma) + F32(0.5)
     return np.maximum(r, F32(0)) if fma else np.clip(r, F32(0), F32(1))
 
 
@@ -123,7 +75,7 @@ def mlas_tanh(x, fma: bool = True):
     """MlasComputeTanh: clamp to +-9, p(x)/q(x)."""
     v = np.clip(np.asarray(x, F32), F32(-9), F32(9))
     x2 = v * v
-    return v * _horner(x2, _TANH_P, fma) / _horner(x2, _TANH_Q, fma)
+    return v * _horner(x2, TANH_P, fma) / _horner(x2, TANH_Q, fma)
 
 
 @functools.lru_cache(maxsize=1)

@@ -24,8 +24,11 @@ from typing import Mapping, Optional
 import ml_dtypes
 import numpy as np
 
+from rnnconv.engine import serving
+
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
-CHILD = [sys.executable, "-m", "rnnconv.engine.openvino_runtime"]  # the process a Worker runs
+MODULE = "rnnconv.engine.openvino_runtime"
+CHILD = [sys.executable, "-m", MODULE]  # the process a Worker runs
 INSTALL = "pip install 'rnnconv[openvino]'"  # what installs the openvino package with rnnconv
 NOT_INSTALLED = f"openvino not installed: {INSTALL}"  # how every report says so
 _CORE: list = []
@@ -112,13 +115,18 @@ class Worker:
     worker never given a job is ended by `close`."""
 
     def __init__(self):
-        self.proc = subprocess.Popen(CHILD, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True)
+        # batch mode (serving.sharing): the child that ran the previous models, which keeps its Core
+        self.shared = serving.child(MODULE) if serving.sharing() else None
+        self.proc = None if self.shared else subprocess.Popen(CHILD, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                              stderr=subprocess.PIPE, start_new_session=True)
 
     def submit(self, path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None, *,
                reshape: bool = False) -> None:
         job = {"path": str(path), "bin": None if bin_path is None else str(bin_path), "reshape": reshape,
                "feeds": {k: np.asarray(v) for k, v in feeds.items()}}
+        if self.shared is not None:
+            self.shared.send(job)
+            return
         try:  # the child reads one pickle, not to the end of its stdin: communicate() closes it later
             self.proc.stdin.write(pickle.dumps(job))
             self.proc.stdin.flush()
@@ -126,6 +134,15 @@ class Worker:
             pass
 
     def result(self) -> list[Output]:
+        if self.shared is not None:
+            try:
+                answer = self.shared.receive()
+            except serving.Gone as err:
+                serving.drop(MODULE)
+                raise Crashed(f"the OpenVINO runtime failed on this model ({err})") from None
+            if isinstance(answer, str):
+                raise RuntimeError(answer)
+            return [Output(set(names), result, value) for names, result, value in answer]
         # The pipes reach their end once the child and what it forked are gone: end those once the child exits.
         threading.Thread(target=self._end_session_after_exit, daemon=True).start()
         stdout, stderr = self.proc.communicate()
@@ -139,6 +156,14 @@ class Worker:
         return [Output(set(names), result, value) for names, result, value in answer]
 
     def close(self) -> None:
+        if self.shared is not None:
+            while self.shared.pending > 0:  # a job never collected: its answer read, the child kept in step
+                try:
+                    self.shared.receive()
+                except (serving.Gone, Exception):
+                    serving.drop(MODULE)
+                    break
+            return
         if self.proc.returncode is None:  # neither collected nor ended
             self._end_session()
             self.proc.communicate()
@@ -168,16 +193,22 @@ def _tensor(ov, value: np.ndarray, element_type):
     return np.asarray(value.astype(element_type.to_dtype(), copy=False), order="C")
 
 
-def _child() -> None:
-    core()  # before the job arrives (see Worker)
-    job = pickle.load(sys.stdin.buffer)
+def _answer(job: dict):
     try:
         outputs = infer(read(job["path"], job["bin"]), job["feeds"], reshape=job["reshape"])
         answer = [(sorted(o.names), o.result, o.value) for o in outputs]  # plain data: __main__ has Output
     except Exception as err:  # OpenVINO refused the model: the caller reports it
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
         answer = f"{type(err).__name__}: {lines[0] if lines else ''}"[:300]
-    pickle.dump(answer, sys.stdout.buffer)
+    return answer
+
+
+def _child() -> None:
+    core()  # before the job arrives (see Worker)
+    if sys.argv[1:] == ["--serve"]:  # batch mode: every model's job, one at a time
+        serving.serve(_answer)
+        return
+    pickle.dump(_answer(pickle.load(sys.stdin.buffer)), sys.stdout.buffer)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,15 @@ import numpy as np
 
 
 def main() -> None:
-    job = pickle.load(sys.stdin.buffer)
+    if sys.argv[1:] == ["--serve"]:  # batch mode: one child answers every model's job (rnnconv.engine.serving)
+        from rnnconv.engine.serving import serve
+
+        serve(answer)
+        return
+    pickle.dump(answer(pickle.load(sys.stdin.buffer)), sys.stdout.buffer)
+
+
+def answer(job: dict) -> list:
     import onnxruntime as ort
 
     ort.set_default_logger_severity(4)
@@ -45,7 +53,7 @@ def main() -> None:
             lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
             answers.append((None, lines[-1][:300] if lines else type(err).__name__))
         session = None
-    pickle.dump(answers, sys.stdout.buffer)
+    return answers
 
 
 if __name__ == "__main__":

@@ -98,12 +98,17 @@ def test_what_openvinos_import_refuses_is_unsupported(tmp_path):
         to_openvino(model, tmp_path / "m.xml")
 
 
-def test_dynamic_quantize_lstm_is_refused_with_dequantize_as_the_fix(tmp_path):
+def test_dynamic_quantize_lstm_with_computed_weights_is_refused_with_dequantize_as_the_fix(tmp_path):
+    model = dynamic_quantize_lstm()
+    (w,) = [t for t in model.graph.initializer if t.name == "W_q"]
+    model.graph.initializer.remove(w)  # W a graph input: the lowering needs constant weights
+    model.graph.input.append(helper.make_tensor_value_info("W_q", TensorProto.INT8, list(w.dims)))
     with pytest.raises(Unsupported) as err:
-        to_openvino(dynamic_quantize_lstm(), tmp_path / "m.xml")
-    assert "'lstm_quant'" in str(err.value) and err.value.fixes == ("dequantize",)
+        to_openvino(model, tmp_path / "m.xml")
+    assert "'lstm_quant': its weights are computed at run time" in str(err.value)
+    assert err.value.fixes == ("dequantize",)
     path = tmp_path / "dq.onnx"
-    onnx.save(dynamic_quantize_lstm(), path)
+    onnx.save(model, path)
     code, _, stderr = run_cli(["to-openvino", str(path), "-o", str(tmp_path / "dq.xml")])
     assert code == EXIT_UNSUPPORTED and "DynamicQuantizeLSTM" in stderr and "dequantize" in stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dq.onnx"]

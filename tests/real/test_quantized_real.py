@@ -7,7 +7,10 @@ meets the node as documented, on the inputs the model is meant to get:
 - dequantize writes a float LSTM (or exits 1, nothing written, the error stated) that runs in onnxruntime, and the
   error its report gives against onnxruntime's quantized run is the one measured here, independently, on the same
   inputs (given with --inputs);
-- to-openvino and layout --to 1 refuse it (exit 3) naming the node, to-openvino with dequantize as the fix.
+- to-openvino converts it (onnxruntime's run-time quantization in OpenVINO ops) and OpenVINO runs the IR within
+  2e-2 of onnxruntime; OpenVINO's own IR of the model converts back with from-openvino and runs in onnxruntime as
+  in OpenVINO;
+- layout --to 1 refuses it (exit 3) naming the node.
 """
 
 from __future__ import annotations
@@ -18,12 +21,17 @@ import numpy as np
 import onnx
 import pytest
 
+from rnnconv.dialects.mlas import mlas_saturates
+
 from tests.real.conftest import (
     QUANTIZED,
     max_abs_diff,
+    openvino_outputs,
+    openvino_save,
     ort_outputs,
     rnnconv_cli,
     save_feeds,
+    within,
 )
 
 pytestmark = [pytest.mark.real, pytest.mark.parametrize("quantized_model", sorted(QUANTIZED), indirect=True)]
@@ -89,12 +97,30 @@ def test_dequantize_reports_the_error_measured_in_onnxruntime(quantized_model, t
     assert max(measured.values()) > 0  # a quantized LSTM is not its float twin: the comparison saw the two runs
 
 
-def test_to_openvino_names_the_node_and_dequantize(quantized_model, tmp_path):
-    run = rnnconv_cli("to-openvino", quantized_model.path, "-o", tmp_path / "q.xml", *quantized_model.options)
-    assert run.code == 3, run.stdout + run.stderr
-    line = run.error_line()
-    assert f"'{_node(quantized_model)}'" in line and "dequantize" in line
-    assert not list(tmp_path.glob("q.*"))
+def test_to_openvino_runs_as_onnxruntime(quantized_model, tmp_path):
+    xml = tmp_path / "q.xml"
+    run = rnnconv_cli("to-openvino", quantized_model.path, "-o", xml, *quantized_model.options)
+    assert run.code == 0, run.stdout + run.stderr
+    want = ort_outputs(quantized_model.path, quantized_model.feeds)
+    got = openvino_outputs(xml, quantized_model.feeds, want)
+    measured = max_abs_diff(got, want)
+    print(f"{quantized_model.name} to-openvino: OpenVINO vs onnxruntime {measured}")
+    # Measured here (x86-64 with VNNI): within 2e-7, the float32 rounding of the front end's ops. On x86 CPUs
+    # without VNNI onnxruntime saturates int16 pair sums, which the IR does not: the issue's bound there.
+    assert max(measured.values()) <= (2e-2 if mlas_saturates() else 1e-5), measured
+
+
+def test_openvinos_own_ir_converts_back(quantized_model, tmp_path):
+    xml, back = tmp_path / "ov.xml", tmp_path / "back.onnx"
+    status, why = openvino_save(quantized_model.path, xml, False)
+    assert status == "ok", why
+    run = rnnconv_cli("from-openvino", xml, "-o", back)
+    assert run.code == 0, run.stdout + run.stderr
+    want = ort_outputs(back, quantized_model.feeds)
+    got = openvino_outputs(xml, quantized_model.feeds, want)
+    measured = max_abs_diff(got, want)
+    print(f"{quantized_model.name} OpenVINO's IR: onnxruntime on from-openvino's model vs OpenVINO {measured}")
+    assert within(got, want, 1e-5), measured
 
 
 def test_layout_to_1_names_the_node(quantized_model, tmp_path):

@@ -26,7 +26,6 @@ EXPECTED = {
     **{(name, "downgrade 13"): (2, "that is an upgrade") for name in ("enc", "erb_dec", "df_dec")},
     **{(name, "layout 1"): (3, "needs opset 14") for name in ("enc", "erb_dec", "df_dec")},
     **{(name, "check openvino"): (1, "computes differently") for name in QUANTIZED},
-    **{(name, "to-openvino"): (3, "dequantize") for name in QUANTIZED},
     **{(name, "layout 1"): (3, "no layout attribute") for name in QUANTIZED},
 }
 

@@ -18,8 +18,8 @@ from typing import Callable, Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects import onnx_recurrent
-from rnnconv.dialects.openvino import gates, lowering, ops
+from rnnconv.dialects import onnx_quantized, onnx_recurrent
+from rnnconv.dialects.openvino import gates, lowering, ops, quantized
 from rnnconv.dialects.openvino import writer as ov_writer
 from rnnconv.dialects.openvino.graph import (
     IRGraph,
@@ -35,6 +35,7 @@ from rnnconv.errors import BadInput, Unsupported, human_size
 # them all (measured with OpenVINO 2026.4 on a 1 GB LSTM: 1 GB more peak memory, about 25% more compile time).
 SPLIT_BYTES = 64 << 20
 STATE_CONST_ELEMENTS = 1 << 24  # zero states and full lengths up to this size are constants, larger ones broadcast
+QUANTIZED_OP = f"{onnx_quantized.DOMAIN}.{onnx_quantized.OP}"
 
 
 @dataclasses.dataclass
@@ -63,7 +64,7 @@ def _element_type(value: ir.Value, where: str) -> str:
 def check_supported(model: ir.Model) -> list[onnx_recurrent.RecurrentNode]:
     """Every reason the model cannot be converted, raised at once; else its recurrent nodes."""
     problems = []
-    bad_ops = ops.unsupported_ops(model)
+    bad_ops = [op for op in ops.unsupported_ops(model) if op != QUANTIZED_OP]
     if bad_ops:
         problems.append(f"op type(s) with no OpenVINO mapping: {', '.join(bad_ops)}")
     recurrent = onnx_recurrent.find(model)
@@ -121,6 +122,8 @@ def convert(model: ir.Model, *, fp16: bool = False,
         rn = by_node.get(id(node))
         if rn is not None:
             outs = _recurrent(ctx, rn, fp16, rewrites)
+        elif onnx_quantized.is_quantized_lstm(node):
+            outs = _quantized(ctx, onnx_quantized.read(node, opset=opset), rewrites)
         else:
             outs = ops.TABLE[node.op_type].to_openvino(ctx, node)
             if node.op_type == "Constant" and fp16:
@@ -252,6 +255,20 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
                     name=rn.name or None)
         rewrites.append({"node": rn.name, "what": f"{head} -> {gates.SEQUENCE_OP[kind]}-5"})
     return _outputs(ctx, rn, seq)
+
+
+def _quantized(ctx: ops.Context, q: onnx_quantized.QuantizedLSTM, rewrites: list[dict]) -> list:
+    """com.microsoft DynamicQuantizeLSTM -> its run-time quantization in OpenVINO ops (`quantized`)."""
+    def port(name):
+        v = q.inputs.get(name)
+        return None if v is None else ctx.values[v.name]
+
+    outs = quantized.lower(ctx.g, q, port("X"), port("initial_h"), port("initial_c"), ctx.i64,
+                           port("sequence_lens"))
+    rewrites.append({"node": q.name, "what": f"{onnx_quantized.OP} ({q.layer.direction}, {q.weight_type} weights) "
+                                             "-> run-time quantization of X and of H at every step, TensorIterator "
+                                             "per direction"})
+    return outs
 
 
 def _outputs(ctx: ops.Context, rn, seq: list[Out]) -> list:

@@ -38,7 +38,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv import schemas
-from rnnconv.dialects import onnx_recurrent
+from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.dialects.openvino import writer as ov_writer
 from rnnconv.dialects.openvino.from_onnx import Conversion
 from rnnconv.errors import BadInput, RnnconvError, Unsupported
@@ -86,6 +86,9 @@ def convert(path, model: ir.Model, translate: Callable[[ir.Model], Conversion], 
     fe = FrontEndManager().load_by_framework("onnx")
     for op in onnx_recurrent.OPS:
         fe.add_extension(ConversionExtension(op, hook))
+    # com.microsoft DynamicQuantizeLSTM: rnnconv's lowering of onnxruntime's run-time quantization (OpenVINO's
+    # own translator computes the float LSTM of the dequantized weights)
+    fe.add_extension(ConversionExtension(onnx_quantized.OP, onnx_quantized.DOMAIN, hook))
     try:
         try:
             ov_model = fe.convert(fe.load(str(path)))
@@ -178,7 +181,7 @@ class _Hook:
     def __init__(self, model: ir.Model, translate, tmpdir: Optional[str]):
         self.translate = translate
         self.nodes: dict[tuple, list[onnx_recurrent.RecurrentNode]] = {}
-        for rn in onnx_recurrent.find(model):
+        for rn in [*onnx_recurrent.find(model), *onnx_quantized.find(model)]:
             self.nodes.setdefault((rn.op, _input_names(rn.node)), []).append(rn)
         self.tmp = tempfile.TemporaryDirectory(prefix=".rnnconv-nodes.", dir=tmpdir)
         self.core = None
@@ -256,7 +259,8 @@ class _Hook:
         it leaves a dim (or the rank) open, the spec's: N and T named, sizes from the weights."""
         values: list[Optional[ir.Value]] = []
         graph_inputs, initializers, keep = [], [], []
-        for i, (out, role) in enumerate(zip(inputs, onnx_recurrent.INPUTS[rn.op])):
+        roles, results = _roles(rn)
+        for i, (out, role) in enumerate(zip(inputs, roles)):
             name = f"in{i}"
             if _absent(out):
                 values.append(None)
@@ -272,11 +276,14 @@ class _Hook:
                 graph_inputs.append(v)
             values.append(v)
         x_type = values[0].type if values and values[0] is not None else ir.TensorType(ir.DataType.FLOAT)
-        outputs = [ir.Value(name=f"out{k}", type=x_type) for k in range(len(onnx_recurrent.OUTPUTS[rn.op]))]
+        outputs = [ir.Value(name=f"out{k}", type=x_type) for k in range(len(results))]
         attributes = [ir.Attr(a.name, a.type, a.value) for a in rn.node.attributes.values()]
-        node = ir.Node("", rn.op, values, attributes=attributes, outputs=outputs, name=rn.node.name or rn.name)
-        opset = rn.version
-        graph = ir.Graph(graph_inputs, outputs, nodes=[node], initializers=initializers, opset_imports={"": opset},
+        quantized = onnx_quantized.is_quantized_lstm(rn.node)
+        node = ir.Node(rn.node.domain if quantized else "", rn.op, values, attributes=attributes, outputs=outputs,
+                       name=rn.node.name or rn.name)
+        opset = 14 if quantized else rn.version
+        imports = {"": opset, onnx_quantized.DOMAIN: 1} if quantized else {"": opset}
+        graph = ir.Graph(graph_inputs, outputs, nodes=[node], initializers=initializers, opset_imports=imports,
                          name="rnnconv-node")
         return ir.Model(graph, ir_version=max(4, schemas.min_ir_version(opset))), keep
 
@@ -300,7 +307,7 @@ class _Hook:
                 with contextlib.suppress(OSError):
                     os.unlink(p)
         by_name = {o.get_any_name(): o for o in sub.outputs}
-        outs = [by_name[f"out{k}"].get_node().input_value(0) for k in range(len(onnx_recurrent.OUTPUTS[rn.op]))]
+        outs = [by_name[f"out{k}"].get_node().input_value(0) for k in range(len(_roles(rn)[1]))]
         for op in sub.get_ordered_ops():  # rnnconv's names stay inside: OpenVINO names the outputs after ONNX's
             if op.get_type_name() not in ("Parameter", "Result"):
                 for o in op.outputs():
@@ -330,13 +337,20 @@ def _input_names(node: ir.Node) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _roles(rn) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The node's input and output roles (ONNX GRU/LSTM/RNN, or com.microsoft DynamicQuantizeLSTM)."""
+    if onnx_quantized.is_quantized_lstm(rn.node):
+        return onnx_quantized.INPUTS, onnx_quantized.OUTPUTS
+    return onnx_recurrent.INPUTS[rn.op], onnx_recurrent.OUTPUTS[rn.op]
+
+
 def _absent(out) -> bool:
     return out.get_node().get_type_name() == "NullNode"
 
 
 def _strip_label(message: str) -> str:
     """A message about the one-node model, without its own node label (the caller names the real node)."""
-    for op in onnx_recurrent.OPS:
+    for op in (*onnx_recurrent.OPS, onnx_quantized.OP):
         if message.startswith(f"{op} node "):
             head, sep, rest = message.partition(": ")
             return rest if sep else message
@@ -349,7 +363,8 @@ def _spec_dims(rn: onnx_recurrent.RecurrentNode, role: str, values: list) -> Opt
     layer = rn.layer
     D, H = layer.num_directions, layer.hidden_size
     w = values[1] if len(values) > 1 else None
-    size = w.shape[-1] if w is not None and w.shape is not None and isinstance(w.shape[-1], int) else \
+    axis = 1 if onnx_quantized.is_quantized_lstm(rn.node) else -1  # W [D, I, 4H] there, [D, G*H, I] here
+    size = w.shape[axis] if w is not None and w.shape is not None and isinstance(w.shape[axis], int) else \
         layer.input_size
     by_layout = {"X": (["T", "N", size], ["N", "T", size]), "initial_h": ([D, "N", H], ["N", D, H]),
                  "sequence_lens": (["N"], ["N"])}
