@@ -35,6 +35,17 @@ class Crashed(Exception):
     """The child process running OpenVINO ended without an answer."""
 
 
+class CannotImport(ImportError):
+    """The openvino package is installed but `import openvino` fails (a missing library, a broken install): like
+    an absent package, a check to skip, never a verdict on the model."""
+
+
+def cannot_import(err: ImportError) -> str:
+    """How every report says so."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return f"openvino cannot be imported ({type(err).__name__}: {lines[0] if lines else ''})"[:300]
+
+
 def available() -> bool:
     """Whether the openvino package is installed."""
     import importlib.util
@@ -133,6 +144,8 @@ class Worker:
                     [f"exit status {self.proc.returncode}"])[-1]
             raise Crashed(f"the OpenVINO runtime failed on this model ({tail[:300]})")
         answer = pickle.loads(stdout)
+        if isinstance(answer, dict):
+            raise CannotImport(answer["cannot_import"])
         if isinstance(answer, str):
             raise RuntimeError(answer)
         return [Output(set(names), result, value) for names, result, value in answer]
@@ -168,7 +181,11 @@ def _tensor(ov, value: np.ndarray, element_type):
 
 
 def _child() -> None:
-    core()  # before the job arrives (see Worker)
+    try:
+        core()  # before the job arrives (see Worker)
+    except ImportError as err:
+        pickle.dump({"cannot_import": cannot_import(err)}, sys.stdout.buffer)
+        return
     job = pickle.load(sys.stdin.buffer)
     try:
         outputs = infer(read(job["path"], job["bin"]), job["feeds"], reshape=job["reshape"])
