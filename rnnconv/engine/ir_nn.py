@@ -441,3 +441,11 @@ def _non_zero(layer, a, fdt):
     """NonZero-3: [rank, count] indices of the nonzero items in row-major order, of output_type."""
     return np.array(np.nonzero(np.asarray(a[0])), dtype=ovir.numpy_dtype(layer.attrs.get("output_type", "i64"))
                     ).reshape(np.asarray(a[0]).ndim, -1)
+
+
+# -- activations with inputs ----------------------------------------------------------------------------------
+@kernel("HardSigmoid")
+def _hard_sigmoid(layer, a, fdt):
+    """HardSigmoid-1: max(0, min(1, alpha x + beta)); alpha and beta are scalar inputs."""
+    x, alpha, beta = a[0], np.asarray(a[1]).reshape(-1)[0], np.asarray(a[2]).reshape(-1)[0]
+    return np.clip(alpha * x + beta, 0, 1).astype(x.dtype)

@@ -305,6 +305,23 @@ def hard_sigmoid(ctx, node):
     return [ctx.g.op("Clamp", y, min=0.0, max=1.0, name=node.name or None)]
 
 
+@reverse("HardSigmoid")
+def _from_hard_sigmoid(ctx):
+    """OpenVINO HardSigmoid-1 (max(0, min(1, alpha x + beta)); alpha, beta scalar inputs) -> ONNX HardSigmoid
+    (onnx__HardSigmoid, float attributes) when they are constant; else Mul, Add and Clip (onnx__Clip, from opset 11
+    with its bounds as inputs)."""
+    alpha, beta = ctx.c(1), ctx.c(2)
+    if alpha is not None and beta is not None and alpha.size == 1 and beta.size == 1:
+        return [ctx.b.op1("HardSigmoid", ctx.v(0), alpha=float(alpha.reshape(-1)[0]), beta=float(beta.reshape(-1)[0]),
+                          hint=ctx.hint)]
+    if ctx.opset < 11:
+        raise ctx.unsupported("alpha or beta computed at run time (ONNX HardSigmoid takes them as attributes; Clip "
+                              "takes bounds as inputs from opset 11)", opset=11)
+    b, t = ctx.b, ctx.np_type(0)
+    y = b.op1("Add", b.op1("Mul", ctx.v(0), ctx.v(1)), ctx.v(2))
+    return [b.op1("Clip", y, b.const(np.array(0, t), "zero"), b.const(np.array(1, t), "one"), hint=ctx.hint)]
+
+
 @mapping("Softplus", "SoftPlus-opset4", reversible=True)
 def softplus(ctx, node):
     """ONNX Softplus (onnx__Softplus: ln(exp(x) + 1)) -> OpenVINO SoftPlus-4."""
