@@ -449,3 +449,45 @@ def _hard_sigmoid(layer, a, fdt):
     """HardSigmoid-1: max(0, min(1, alpha x + beta)); alpha and beta are scalar inputs."""
     x, alpha, beta = a[0], np.asarray(a[1]).reshape(-1)[0], np.asarray(a[2]).reshape(-1)[0]
     return np.clip(alpha * x + beta, 0, 1).astype(x.dtype)
+
+
+# -- indexing and transforms --------------------------------------------------------------------------------------
+@kernel("StridedSlice")
+def _strided_slice(layer, a, fdt):
+    """StridedSlice-1: per leading axis i, data[begin[i]:end[i]:stride[i]] (begin_mask / end_mask 1: that bound
+    ignored, shrink_axis_mask 1: the item at begin, the axis removed); new_axis_mask and ellipsis_mask unsupported
+    here."""
+    data, begin, end = a[0], _ints(a[1]), _ints(a[2])
+    n = len(begin)
+    stride = _ints(a[3]) if len(a) > 3 else [1] * n
+
+    def bits(key):
+        return ([int(v) for v in layer.attrs.get(key, "").replace(" ", "").split(",") if v] + [0] * n)[:n]
+
+    if any(bits("new_axis_mask")) or any(bits("ellipsis_mask")):
+        raise Unsupported(f"IR layer {layer.name!r}: StridedSlice with new_axis_mask or ellipsis_mask")
+    bm, em, sm = bits("begin_mask"), bits("end_mask"), bits("shrink_axis_mask")
+    index = []
+    for i in range(n):
+        if sm[i]:
+            index.append(begin[i])
+        else:
+            index.append(slice(None if bm[i] else begin[i], None if em[i] else end[i], stride[i]))
+    return np.asarray(data[tuple(index)])
+
+
+@kernel("RDFT")
+def _rdft(layer, a, fdt):
+    """RDFT-9: the real DFT over `axes` (signal_size: each trimmed or zero-padded to it, -1 keeps it), the last
+    axis halved (n / 2 + 1); real and imaginary parts stacked as a new last axis."""
+    data, axes = a[0], [v % a[0].ndim for v in _ints(a[1])]
+    sizes = _ints(a[2]) if len(a) > 2 else [-1] * len(axes)
+    sizes = [data.shape[ax] if s == -1 else s for s, ax in zip(sizes, axes)]
+    out = np.fft.rfftn(data.astype(np.float64), s=sizes, axes=axes)
+    return np.stack([out.real, out.imag], axis=-1).astype(data.dtype)
+
+
+@kernel("Identity")
+def _identity(layer, a, fdt):
+    """Identity-16: a copy of its input."""
+    return np.array(a[0])
