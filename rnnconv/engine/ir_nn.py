@@ -491,3 +491,91 @@ def _rdft(layer, a, fdt):
 def _identity(layer, a, fdt):
     """Identity-16: a copy of its input."""
     return np.array(a[0])
+
+
+@kernel("TopK")
+def _topk(layer, a, fdt):
+    """TopK-1/3/11: the k largest (mode max) or smallest (min) along `axis`, sorted by value, equal values in index
+    order; indices of index_element_type (i32 by default)."""
+    x, k = a[0], int(np.asarray(a[1]).reshape(-1)[0])
+    axis = int(layer.attrs["axis"]) % x.ndim
+    if layer.attrs.get("sort", "none").lower() != "value":
+        raise Unsupported(f"IR layer {layer.name!r}: TopK sorted otherwise than by value")
+    key = -x if layer.attrs.get("mode", "max").lower() == "max" else x
+    order = np.take(np.argsort(key, axis=axis, kind="stable"), np.arange(k), axis=axis)
+    index_type = ovir.numpy_dtype(layer.attrs.get("index_element_type", "i32"))
+    return [np.take_along_axis(x, order, axis=axis), order.astype(index_type)]
+
+
+@kernel("GatherElements")
+def _gather_elements(layer, a, fdt):
+    """GatherElements-6: out[..., i, ...] = data[..., indices[..., i, ...], ...] along `axis`, negative indices
+    from the end."""
+    data, idx = a[0], np.asarray(a[1]).astype(np.int64)
+    axis = int(layer.attrs["axis"]) % data.ndim
+    return np.take_along_axis(data, np.where(idx < 0, idx + data.shape[axis], idx), axis=axis)
+
+
+@kernel("GatherND")
+def _gather_nd(layer, a, fdt):
+    """GatherND-5/8: per batch (the first batch_dims axes, shared by data and indices), each index tuple (the last
+    axis of indices) picks a slice of data; -8 keeps the batch axes, -5 flattens them into one."""
+    data, idx = a[0], np.asarray(a[1]).astype(np.int64)
+    b = int(layer.attrs.get("batch_dims", "0"))
+    batch = data.shape[:b]
+    out = []
+    for pos in np.ndindex(*batch):
+        d, i = data[pos], idx[pos]
+        depth = i.shape[-1]
+        flat = i.reshape(-1, depth)
+        picked = [d[tuple(np.where(t < 0, t + np.array(d.shape[:depth]), t))] for t in flat]
+        out.append(np.array(picked).reshape(*i.shape[:-1], *d.shape[depth:]))
+    result = np.array(out).reshape(*batch, *out[0].shape) if out else np.zeros(0, data.dtype)
+    if layer.version == "opset5" and b:
+        result = result.reshape(-1, *result.shape[b:])
+    return result.astype(data.dtype)
+
+
+@kernel("DepthToSpace", "SpaceToDepth")
+def _depth_space(layer, a, fdt):
+    """DepthToSpace-1 / SpaceToDepth-1 on [N, C, H, W] with block_size bs: blocks_first takes the block offsets
+    as the outer part of the channel index, depth_first as the inner."""
+    x, bs = a[0], int(layer.attrs.get("block_size", "1"))
+    blocks_first = layer.attrs.get("mode", "blocks_first").lower() == "blocks_first"
+    n, c, h, w = x.shape
+    if layer.type == "DepthToSpace":
+        y = x.reshape(n, bs, bs, c // bs ** 2, h, w) if blocks_first else x.reshape(n, c // bs ** 2, bs, bs, h, w)
+        y = y.transpose(0, 3, 4, 1, 5, 2) if blocks_first else y.transpose(0, 1, 4, 2, 5, 3)
+        return y.reshape(n, c // bs ** 2, h * bs, w * bs)
+    y = x.reshape(n, c, h // bs, bs, w // bs, bs)
+    y = y.transpose(0, 3, 5, 1, 2, 4) if blocks_first else y.transpose(0, 1, 3, 5, 2, 4)
+    return y.reshape(n, c * bs * bs, h // bs, w // bs)
+
+
+@kernel("ReduceL1", "ReduceL2")
+def _reduce_norm(layer, a, fdt):
+    """ReduceL1-4 (sum of |x|) / ReduceL2-4 (square root of the sum of squares) over the axes input."""
+    x = a[0]
+    axes = tuple(v + x.ndim if v < 0 else v for v in _ints(a[1]))
+    keep = _flag(layer, "keep_dims")
+    out = (np.sum(np.abs(x), axis=axes, keepdims=keep) if layer.type == "ReduceL1"
+           else np.sqrt(np.sum(np.square(x), axis=axes, keepdims=keep)))
+    return np.asarray(out).astype(x.dtype)
+
+
+@kernel("IsNaN", "IsInf", "IsFinite")
+def _is(layer, a, fdt):
+    """IsNaN-10, IsInf-10 (detect_negative / detect_positive, default true), IsFinite-10."""
+    x = a[0]
+    if layer.type == "IsNaN":
+        return np.isnan(x)
+    if layer.type == "IsFinite":
+        return np.isfinite(x)
+    neg, pos = _flag(layer, "detect_negative", True), _flag(layer, "detect_positive", True)
+    return (np.isneginf(x) & neg) | (np.isposinf(x) & pos)
+
+
+@kernel("ConvertLike")
+def _convert_like(layer, a, fdt):
+    """ConvertLike-1: data converted to the element type of `like` (float to integer truncates)."""
+    return a[0].astype(a[1].dtype)

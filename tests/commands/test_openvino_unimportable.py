@@ -65,7 +65,8 @@ def run_time_pad_lstm() -> onnx.ModelProto:
     """X padded in time by pads computed from its shape (Shape -> Slice -> Concat), then an LSTM."""
     rng = np.random.default_rng(3)
     nodes = [helper.make_node("Shape", ["X"], ["s"]), helper.make_node("Slice", ["s", "one", "two", "zero"], ["n"]),
-             helper.make_node("Concat", ["n", "zeros"], ["pads"], axis=0), helper.make_node("Pad", ["X", "pads"], ["P"]),
+             helper.make_node("Concat", ["n", "zeros"], ["pads"], axis=0),
+             helper.make_node("Pad", ["X", "pads"], ["P"]),
              helper.make_node("LSTM", ["P", "W", "R"], ["Y"], hidden_size=3)]
     inits = {"zero": np.array([0], np.int64), "one": np.array([1], np.int64), "two": np.array([2], np.int64),
              "zeros": np.zeros(5, np.int64), "W": rng.standard_normal((1, 12, 2)).astype(np.float32),

@@ -67,12 +67,14 @@ def test_quantize_dynamic_conv_model_comes_back(tmp_path, weight_type):
     ConvInteger its run-time zero point; OpenVINO's import subtracts it in i32."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    source = model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+    source = model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1]),
+                    helper.make_node("Relu", ["c"], ["r"]),
                     helper.make_node("Conv", ["r", "w2"], ["y"], group=2)],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 16])],
                    {"w": RNG.standard_normal((6, 4, 3)).astype(np.float32),
-                    "b": RNG.standard_normal(6).astype(np.float32), "w2": RNG.standard_normal((6, 3, 1)).astype(np.float32)})
+                    "b": RNG.standard_normal(6).astype(np.float32),
+                    "w2": RNG.standard_normal((6, 3, 1)).astype(np.float32)})
     onnx.save(source, tmp_path / "f.onnx")
     quantize_dynamic(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), weight_type=getattr(QuantType, weight_type),
                      op_types_to_quantize=["Conv"])

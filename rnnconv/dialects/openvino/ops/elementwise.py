@@ -412,3 +412,26 @@ def _from_convert(ctx):
     (rnnconv's IR interpreter and onnxruntime), and the verification runs both."""
     dst = numpy_dtype(ctx.attr("destination_type"))
     return [ctx.b.op1("Cast", ctx.v(0), to=int(ir.DataType.from_numpy(dst)), hint=ctx.hint)]
+
+
+@reverse("IsNaN", "IsInf", "IsFinite")
+def _from_is(ctx):
+    """OpenVINO IsNaN-10 / IsInf-10 (detect_negative, detect_positive) / IsFinite-10 -> ONNX IsNaN / IsInf
+    (onnx__IsInf, opset 10: detect_negative, detect_positive) / Not(Or(IsNaN, IsInf))."""
+    if ctx.opset < 10:
+        raise ctx.unsupported("ONNX IsNaN (float) and IsInf are new in opset 10 (IsNaN 9)", opset=10)
+    b, x = ctx.b, ctx.v(0)
+    if ctx.layer.type == "IsNaN":
+        return [b.op1("IsNaN", x, hint=ctx.hint)]
+    if ctx.layer.type == "IsInf":
+        return [b.op1("IsInf", x, detect_negative=int(ctx.flag("detect_negative", True)),
+                      detect_positive=int(ctx.flag("detect_positive", True)), hint=ctx.hint)]
+    return [b.op1("Not", b.op1("Or", b.op1("IsNaN", x), b.op1("IsInf", x)), hint=ctx.hint)]
+
+
+@reverse("ConvertLike")
+def _from_convert_like(ctx):
+    """OpenVINO ConvertLike-1 (data converted to the element type of `like`) -> ONNX Cast (onnx__Cast) to that
+    type, known from the IR's port."""
+    to = ir.DataType.from_numpy(ctx.np_type(1))
+    return [ctx.b.op1("Cast", ctx.v(0), to=int(to), hint=ctx.hint)]
