@@ -159,6 +159,23 @@ EXTRA = {
         lambda op: ([x := op.parameter([2, 3], np.float32, name="x"), t := op.parameter([2], np.int32, name="t")],
                     op.add(op.convert_like(op.is_finite(op.divide(x, x)), t), op.convert_like(x, t))),
         {"x": np.array([[0, 1.7, -2.5], [3, 0, 0.2]], np.float32), "t": np.array([1, 2], np.int32)}),
+    "Bitwise": from_onnx(
+        model([helper.make_node("BitwiseAnd", ["a", "b"], ["t"]), helper.make_node("BitwiseOr", ["t", "c"], ["u"]),
+               helper.make_node("BitwiseXor", ["u", "a"], ["v"]), helper.make_node("BitwiseNot", ["v"], ["y"])],
+              [vi("a", [2, 3], TensorProto.INT32), vi("b", [3], TensorProto.INT32)], [vi("y", None)],
+              [("c", np.array(6, np.int32))], opset=18),
+        lambda m: {"a": R.integers(-50, 50, (2, 3)).astype(np.int32), "b": R.integers(-50, 50, 3).astype(np.int32)}),
+    "Bitwise-boolean": from_api(
+        lambda op: ([x := op.parameter([2, 3], np.float32, name="x")], op.bitwise_not(op.bitwise_xor(
+            op.bitwise_and(op.greater(x, op.constant(np.float32(0))), op.less(x, op.constant(np.float32(.5)))),
+            op.bitwise_or(op.less(x, op.constant(np.float32(-.5))), op.greater(x, op.constant(np.float32(.8))))))),
+        {"x": _f(2, 3)}),
+    "ScatterElements": from_onnx(_one("ScatterElements", [("x", ([3, 4], F))], ["y"],
+                                      [("i", np.array([[1, -1], [0, 2], [3, 1]], np.int64)),
+                                       ("u", _f(3, 2))], axis=1)),
+    "ScatterElements-add": from_onnx(_one("ScatterElements", [("x", ([3, 4], F))], ["y"],
+                                          [("i", np.array([[1, 1], [0, 2], [3, 3]], np.int64)),
+                                           ("u", _f(3, 2))], axis=1, reduction="add")),
     "NotEqual": from_torch(lambda torch: type("M", (torch.nn.Module,), {
         "forward": lambda self, x: (x != 0.5).float()})(), np.round(_f(2, 3)) / 2),
     "HSigmoid-Swish": from_torch(lambda torch: torch.nn.Sequential(torch.nn.Hardsigmoid(), torch.nn.SiLU()),

@@ -435,3 +435,22 @@ def _from_convert_like(ctx):
     type, known from the IR's port."""
     to = ir.DataType.from_numpy(ctx.np_type(1))
     return [ctx.b.op1("Cast", ctx.v(0), to=int(to), hint=ctx.hint)]
+
+
+_BITWISE = {"BitwiseAnd": ("BitwiseAnd", "And"), "BitwiseOr": ("BitwiseOr", "Or"), "BitwiseXor": ("BitwiseXor", "Xor"),
+            "BitwiseNot": ("BitwiseNot", "Not")}
+
+
+@reverse(*_BITWISE)
+def _from_bitwise(ctx):
+    """OpenVINO BitwiseAnd-13 / BitwiseOr-13 / BitwiseXor-13 / BitwiseNot-13 (integers, or booleans: the logical
+    op; numpy broadcasting) -> ONNX BitwiseAnd ... (onnx__BitwiseAnd, opset 18, integers) or And / Or / Xor / Not
+    (onnx__And) for booleans."""
+    integer, logical = _BITWISE[ctx.layer.type]
+    inputs = [ctx.v(i) for i in range(len(ctx.keys))]
+    if ctx.element_type(0) == "boolean":
+        return [ctx.b.op1(logical, *inputs, hint=ctx.hint)]
+    if ctx.opset < 18:
+        raise ctx.unsupported("ONNX's bitwise operators are new in opset 18", opset=18)
+    ctx.broadcast_numpy()
+    return [ctx.b.op1(integer, *inputs, hint=ctx.hint)]

@@ -1,11 +1,12 @@
 """Indexing layers OpenVINO's ONNX import and PyTorch frontend write, IR -> ONNX: TopK, GatherElements, GatherND,
-DepthToSpace, SpaceToDepth (OpenVINO operation specs, docs.openvino.ai; ONNX Operators.md)."""
+DepthToSpace, SpaceToDepth, ScatterElementsUpdate (OpenVINO operation specs, docs.openvino.ai; ONNX Operators.md)."""
 
 from __future__ import annotations
 
 import onnx_ir as ir
 
 from rnnconv.dialects.openvino.graph import numpy_dtype
+from rnnconv.dialects.openvino.ops.movement import _SCATTER_REDUCTION
 from rnnconv.dialects.openvino.ops.table import reverse
 
 
@@ -70,3 +71,21 @@ def _from_depth_space(ctx):
     return [ctx.b.op1("DepthToSpace", ctx.v(0), blocksize=block, mode="DCR" if mode == "blocks_first" else "CRD",
                       hint=ctx.hint)]
 
+
+
+@reverse("ScatterElementsUpdate")
+def _from_scatter_elements_update(ctx):
+    """OpenVINO ScatterElementsUpdate-3 / -12 (axis input; reduction none / sum / prod / min / max with use_init_val
+    true) -> ONNX ScatterElements (onnx__ScatterElements, opset 11: axis attribute; reduction add / mul from 16,
+    max / min from 18)."""
+    reduction = ctx.attr("reduction", "none").lower()
+    if reduction not in _SCATTER_REDUCTION or not ctx.flag("use_init_val", True):
+        raise ctx.unsupported(f"reduction={reduction!r}, use_init_val={ctx.attr('use_init_val', 'true')} (ONNX "
+                              "ScatterElements combines with the data's own values by add, mul, max or min)")
+    onnx_reduction, since = _SCATTER_REDUCTION[reduction]
+    since = max(since, 11)
+    if ctx.opset < since:
+        raise ctx.unsupported(f"ScatterElements with reduction {onnx_reduction!r} needs opset {since}", opset=since)
+    axis = int(ctx.need_const(3, "the axis").reshape(-1)[0])
+    attrs = {"reduction": onnx_reduction} if onnx_reduction != "none" else {}
+    return [ctx.b.op1("ScatterElements", ctx.v(0), ctx.v_i64(1), ctx.v(2), axis=axis, hint=ctx.hint, **attrs)]
