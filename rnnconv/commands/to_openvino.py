@@ -66,6 +66,8 @@ def translate(model: ir.Model, fp16: bool = False, release=io.release_pages) -> 
 
 
 ROUTES = ("auto", "rnnconv", "openvino")
+IMPORT_WOULD = ("OpenVINO's ONNX import converts them, with every recurrent node still mapped by rnnconv, when the "
+                "openvino package is installed")
 
 
 def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, bool] = "full",
@@ -113,7 +115,12 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
             try:
                 conversion = translate(model, fp16)
             except Unsupported as err:
-                if route == "rnnconv" or not openvino_runtime.available():
+                if route == "rnnconv":
+                    raise
+                if not openvino_runtime.available():
+                    if isinstance(err, from_onnx.OtherOpUnsupported):
+                        raise Unsupported(f"cannot convert to OpenVINO IR with rnnconv's own writer: {err}. "
+                                          f"{IMPORT_WOULD}", fixes=(openvino_runtime.INSTALL,)) from err
                     raise
                 why = f"rnnconv's own writer cannot convert it alone ({err})"
         # Without an output, the IR still lies in files while it is checked (the OpenVINO runtime reads files).
@@ -125,7 +132,11 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
             report.rewrites.extend(conversion.rewrites)
         else:
             written = source if model is source_model else model  # the frontend reads a file: the settled one
-            graph, pairs = _write_through_openvino(written, model, staged, where, fp16, report, why)
+            try:
+                graph, pairs = _write_through_openvino(written, model, staged, where, fp16, report, why)
+            except ImportError as err:  # installed, but `import openvino` fails
+                raise Unsupported(f"cannot convert through OpenVINO's ONNX import ({why}): "
+                                  f"{openvino_runtime.cannot_import(err)}") from err
         before = onnx_model(source_model, io.source_name(source))
         after = ir_model(graph, str(out), tmp_xml, tmp_bin)
         # The IR of a DynamicQuantizeLSTM reproduces onnxruntime's float32 operations one by one (its divisions
@@ -162,9 +173,7 @@ def _route(model: ir.Model, route: str) -> Optional[str]:
         raise Unsupported(f"cannot convert to OpenVINO IR with rnnconv's own writer: {why}",
                           fixes=("route=auto",) if openvino_runtime.available() else (openvino_runtime.INSTALL,))
     if not openvino_runtime.available():
-        raise Unsupported(f"cannot convert to OpenVINO IR: {why}. OpenVINO's ONNX import converts them, with every "
-                          "recurrent node still mapped by rnnconv, when the openvino package is installed",
-                          fixes=(openvino_runtime.INSTALL,))
+        raise Unsupported(f"cannot convert to OpenVINO IR: {why}. {IMPORT_WOULD}", fixes=(openvino_runtime.INSTALL,))
     return why
 
 

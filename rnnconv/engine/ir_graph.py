@@ -19,7 +19,7 @@ from rnnconv.dialects.openvino import (
 )
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import reader as ov_reader
-from rnnconv.engine import ir_nn
+from rnnconv.engine import ir_more, ir_nn  # noqa: F401  (ir_more registers its kernels)
 from rnnconv.engine.recurrence import run_direction
 from rnnconv.errors import BadInput, Unsupported
 

@@ -441,3 +441,4 @@ def _non_zero(layer, a, fdt):
     """NonZero-3: [rank, count] indices of the nonzero items in row-major order, of output_type."""
     return np.array(np.nonzero(np.asarray(a[0])), dtype=ovir.numpy_dtype(layer.attrs.get("output_type", "i64"))
                     ).reshape(np.asarray(a[0]).ndim, -1)
+

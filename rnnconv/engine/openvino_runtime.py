@@ -38,6 +38,17 @@ class Crashed(Exception):
     """The child process running OpenVINO ended without an answer."""
 
 
+class CannotImport(ImportError):
+    """The openvino package is installed but `import openvino` fails (a missing library, a broken install): like
+    an absent package, a check to skip, never a verdict on the model."""
+
+
+def cannot_import(err: ImportError) -> str:
+    """How every report says so."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return f"openvino cannot be imported ({type(err).__name__}: {lines[0] if lines else ''})"[:300]
+
+
 def available() -> bool:
     """Whether the openvino package is installed."""
     import importlib.util
@@ -140,6 +151,8 @@ class Worker:
             except serving.Gone as err:
                 serving.drop(MODULE)
                 raise Crashed(f"the OpenVINO runtime failed on this model ({err})") from None
+            if isinstance(answer, dict):
+                raise CannotImport(answer["cannot_import"])
             if isinstance(answer, str):
                 raise RuntimeError(answer)
             return [Output(set(names), result, value) for names, result, value in answer]
@@ -151,6 +164,8 @@ class Worker:
                     [f"exit status {self.proc.returncode}"])[-1]
             raise Crashed(f"the OpenVINO runtime failed on this model ({tail[:300]})")
         answer = pickle.loads(stdout)
+        if isinstance(answer, dict):
+            raise CannotImport(answer["cannot_import"])
         if isinstance(answer, str):
             raise RuntimeError(answer)
         return [Output(set(names), result, value) for names, result, value in answer]
@@ -204,11 +219,16 @@ def _answer(job: dict):
 
 
 def _child() -> None:
-    core()  # before the job arrives (see Worker)
+    answer = _answer
+    try:
+        core()  # before the job arrives (see Worker)
+    except ImportError as err:  # installed, but it cannot be imported: every job gets the reason
+        reason = {"cannot_import": cannot_import(err)}
+        answer = lambda job: reason  # noqa: E731
     if sys.argv[1:] == ["--serve"]:  # batch mode: every model's job, one at a time
-        serving.serve(_answer)
+        serving.serve(answer)
         return
-    pickle.dump(_answer(pickle.load(sys.stdin.buffer)), sys.stdout.buffer)
+    pickle.dump(answer(pickle.load(sys.stdin.buffer)), sys.stdout.buffer)
 
 
 if __name__ == "__main__":

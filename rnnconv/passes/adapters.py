@@ -748,6 +748,36 @@ def if_11_1(plan: NodePlan, opset: int, step: Step) -> None:
     step.generic(plan)
 
 
+def quantize_13_10(plan: NodePlan, opset: int, step: Step) -> None:
+    """per-tensor only: a scalar (or one-value) scale and zero point; per-axis refused (`axis` exists from version
+    13)."""
+    plan.drop("axis")  # read only for a 1-D scale
+    for index, name in ((1, "scale"), (2, "zero point")):
+        value = plan.input(index)
+        if value is None:
+            continue
+        shape = None if value.shape is None else list(value.shape)
+        if shape == []:
+            continue
+        size = None if shape is None or not all(isinstance(d, int) for d in shape) else int(np.prod(shape))
+        if size is None:
+            raise Unsupported(f"its {name} has an unknown shape; {step.op}-{step.older} takes a scalar {name} only "
+                              f"(per-axis quantization exists from {step.op}-{step.newer})")
+        if size != 1:
+            raise Unsupported(f"per-axis quantization ({name} of shape {shape}) exists only from "
+                              f"{step.op}-{step.newer}; {step.op}-{step.older} takes one scale and zero point per "
+                              f"tensor (keep opset {step.newer} or higher)")
+        array = constant_array(value)
+        if array is not None:
+            plan.set_input(index, plan.constant(array.reshape(()), value.name or name.replace(" ", "_")))
+        else:
+            reshape = plan.make("Reshape", [value, plan.constant(np.zeros([0], np.int64), "scalar_shape")],
+                                like=value)
+            plan.before.append(reshape)
+            plan.set_input(index, reshape.outputs[0])
+    step.generic(plan)
+
+
 # -- the table: every step of the other ops (checked against the schemas by tests/passes/test_adapter_table.py) --
 
 _REDUCE_AXES = (ToAttribute(1, "axes"), Default("noop_with_empty_axes", 0))
@@ -825,6 +855,12 @@ STEPS: list[Step] = [
     step("If", 1, 11, special=if_11_1), *chain("If", 11, 13, 16, 19, 21, 23, 24, 25),
     *chain("Loop", 11, 13, 16, 19, 21, 23, 24, 25), *chain("Scan", 11, 16, 19, 21, 23, 24, 25),
     *chain("SplitToSequence", 11, 24),
+    step("QuantizeLinear", 10, 13, special=quantize_13_10), step("QuantizeLinear", 13, 19, Default("saturate", 1)),
+    step("QuantizeLinear", 19, 21, Default("block_size", 0), Default("output_dtype", 0)),
+    step("QuantizeLinear", 21, 23, Default("precision", 0)), *chain("QuantizeLinear", 23, 24, 25, 28),
+    step("DequantizeLinear", 10, 13, special=quantize_13_10), *chain("DequantizeLinear", 13, 19),
+    step("DequantizeLinear", 19, 21, Default("block_size", 0)),
+    step("DequantizeLinear", 21, 23, Default("output_dtype", 0)), *chain("DequantizeLinear", 23, 24, 25, 28),
 ]
 for _s in STEPS:
     register(_s.op, _s.older, _s.newer, _s.up, what="")

@@ -39,6 +39,9 @@ class FoldTransposes(Pass):
             same value is transposed alike (per-layer states sliced out of one graph input: one Transpose left).
     Case 8: Concat of Transposes that share one perm (and feed nothing else) becomes one Transpose of a Concat
             on the matching axis (per-layer final states concatenated into one graph output).
+    Case 9 (within case 6): a Shape of the value a Transpose would move below, read only by Gathers of constant
+            indices, reads that Transpose's output instead, the indices permuted.
+    Case 10: a Transpose read only by such Shapes is removed: they read its input, the indices permuted.
 
     `scope`: when given, only Transposes among these nodes (and the ones created here, and the ones they feed) are
     folded, so a command cleans up after its own rewrites without rewriting the rest of the model. Each graph is
@@ -78,7 +81,7 @@ class _Folder:
                 if _perm(node) is None:
                     continue
                 for rule in (self._identity, self._duplicate, self._merge, self._constant, self._constant_of_shape,
-                             self._sink, self._hoist, self._concat):
+                             self._sink, self._hoist, self._concat, self._shapes_only):
                     if rule(node):
                         changed = self.modified = True
                         break
@@ -115,7 +118,8 @@ class _Folder:
         composed = tuple(p1[j] for j in p2)
         t.replace_input_with(0, inner.inputs[0])
         t.attributes["perm"] = ir.AttrInt64s("perm", list(composed))
-        self._remove_dead(inner)
+        if not self._shapes_only(inner):  # case 10 also for the inner one, though it may lie outside the scope
+            self._remove_dead(inner)
         return True
 
     def _constant(self, t: ir.Node) -> bool:
@@ -130,12 +134,14 @@ class _Folder:
         return True
 
     def _constant_of_shape(self, t: ir.Node) -> bool:
-        """Case 4: ConstantOfShape(shape), or Expand(scalar, shape), built with the permuted shape."""
+        """Case 4: ConstantOfShape(shape), or Expand(scalar, shape), built with the permuted shape; Expand(c, shape)
+        of a constant c of the Transpose's rank with c transposed too (broadcasting goes axis by axis)."""
         x, y = t.inputs[0], t.outputs[0]
         fill = x.producer()
-        if y.is_graph_output() or not _is_fill(fill):
-            return False
         perm = _perm(t)
+        expanded = _constant_expanded(fill, len(perm))
+        if y.is_graph_output() or not (_is_fill(fill) or expanded is not None):
+            return False
         shape_value = fill.inputs[-1]
         shape = onnx_recurrent.constant_array(shape_value)
         new_nodes = []
@@ -155,7 +161,11 @@ class _Folder:
                                      attributes=list(concat.attributes.values()),
                                      name=self.names(f"{concat.name or 'Concat'}_transposed")))
         out = ir.Value(name=self.names(f"{x.name}_transposed"), type=y.type or x.type, shape=_permuted(x.shape, perm))
-        new_nodes.append(ir.Node("", fill.op_type, [*fill.inputs[:-1], new_shape], outputs=[out],
+        data = list(fill.inputs[:-1])
+        if expanded is not None and expanded.ndim:
+            data = [self._initializer(np.ascontiguousarray(np.transpose(expanded, perm)),
+                                      f"{fill.inputs[0].name}_transposed")]
+        new_nodes.append(ir.Node("", fill.op_type, [*data, new_shape], outputs=[out],
                                  attributes=list(fill.attributes.values()),
                                  name=self.names(f"{fill.name or fill.op_type}_transposed")))
         self.graph.insert_before(t, new_nodes)
@@ -248,6 +258,7 @@ class _Folder:
         if any(n is not u and n not in shape_cone for n in y.consumers()):
             return False
         z = u.outputs[0]
+        self._shape_after_transpose(z)
         after = list(z.consumers())
         if z.is_graph_output() or not after or not all(_is_transpose(n) for n in after):
             return False
@@ -261,6 +272,48 @@ class _Folder:
         z.replace_all_uses_with(new_t.outputs[0])
         self._remove_dead(u)
         return True
+
+    def _shape_after_transpose(self, z: ir.Value) -> None:
+        """Case 9: Shape(z) read only by Gathers of constant indices, where a Transpose also reads z, reads that
+        Transpose's output with the indices permuted, so that z feeds Transposes only (the legacy exporter reads
+        the batch size off each layer's input for the next layer's zero initial state)."""
+        q = next((n for n in z.consumers() if _is_transpose(n) and _perm(n) is not None), None)
+        if q is None:
+            return
+        for shape in [n for n in z.consumers() if _shape_gathers(n) is not None]:
+            self._regather(shape, q.outputs[0], np.argsort(_perm(q)))
+
+    def _shapes_only(self, t: ir.Node) -> bool:
+        """Case 10: a Transpose read only by Shapes that Gathers of constant indices read: the Shapes read its
+        input, the indices permuted."""
+        y = t.outputs[0]
+        users = list(y.consumers())
+        if y.is_graph_output() or not users or any(_shape_gathers(n) is None for n in users):
+            return False
+        for shape in users:
+            self._regather(shape, t.inputs[0], np.asarray(_perm(t)))
+        self._remove_dead(t)
+        return True
+
+    def _drop_unused(self, value: ir.Value) -> None:
+        """A constant nothing reads any more: its Constant node or initializer goes."""
+        if value.uses() or value.is_graph_input() or value.is_graph_output():
+            return
+        if value.producer() is not None:
+            self._remove_dead(value.producer())
+        elif value.is_initializer():
+            self.graph.initializers.pop(value.name, None)
+
+    def _regather(self, shape: ir.Node, source: ir.Value, index_map: np.ndarray) -> None:
+        """`shape` reads `source`; each Gather of its output takes index i as index_map[i]."""
+        for g in _shape_gathers(shape):
+            indices = onnx_recurrent.constant_array(g.inputs[1])
+            mapped = index_map[indices.astype(np.int64) % len(index_map)].astype(indices.dtype)
+            old = g.inputs[1]
+            g.replace_input_with(1, self._initializer(mapped, f"{g.name or 'Gather'}_indices"))
+            self._drop_unused(old)
+        shape.replace_input_with(0, source)
+        self.modified = True
 
     # ---- case 6 per op -----------------------------------------------------------------------------------
 
@@ -466,6 +519,26 @@ def _is_fill(node: Optional[ir.Node]) -> bool:
         v = node.inputs[0]
         return v.shape is not None and len(v.shape) == 0
     return False
+
+
+def _shape_gathers(node: ir.Node) -> Optional[list[ir.Node]]:
+    """The readers of a Shape node (whole shape) when all are Gathers of constant indices on axis 0; else None."""
+    if node.op_type != "Shape" or node.domain not in ("", "ai.onnx") or "start" in node.attributes or \
+            "end" in node.attributes or node.outputs[0].is_graph_output():
+        return None
+    gathers = list(node.outputs[0].consumers())
+    ok = gathers and all(g.op_type == "Gather" and g.inputs[0] is node.outputs[0] and len(g.inputs) == 2
+                         and onnx_recurrent.constant_array(g.inputs[1]) is not None
+                         and int(g.attributes["axis"].value if "axis" in g.attributes else 0) == 0 for g in gathers)
+    return gathers if ok else None
+
+
+def _constant_expanded(node: Optional[ir.Node], rank: int) -> Optional[np.ndarray]:
+    """The constant an Expand node broadcasts, when it has rank `rank` (or none: a scalar); else None."""
+    if node is None or node.op_type != "Expand" or node.domain not in ("", "ai.onnx") or len(node.inputs) != 2:
+        return None
+    c = onnx_recurrent.constant_array(node.inputs[0])
+    return c if c is not None and c.ndim in (0, rank) else None
 
 
 def _is_transpose(node: ir.Node) -> bool:

@@ -459,8 +459,11 @@ def _check_models(before: Model, after: Model, options: CheckOptions, *, ran: li
                 out.outputs.append(started.pending.result())
             except engines.CannotRun as err:
                 out.error = err
-            return out, None
-        return run(model, engine, sets, isolate=isolate), None
+        else:
+            out = run(model, engine, sets, isolate=isolate)
+        if isinstance(out.error, engines.Unavailable):  # installed, cannot be imported: skipped as when absent
+            return None, f"{out.label}: {out.error}"
+        return out, None
 
     def stand_in(model: Model) -> Run:
         if ref.engine == "rnnconv" and ref.model is model:

@@ -38,6 +38,10 @@ class Crashed(CannotRun):
     """The runtime's own process died: never a known refusal, always a failed check."""
 
 
+class Unavailable(CannotRun):
+    """The engine's package is installed but cannot be imported: the check is skipped, as when it is absent."""
+
+
 def label(engine: str, model: Model, precision: str = "float64") -> str:
     """How a report names a run: `engine` / `IR interpreter` (rnnconv's, with `, float32` when not float64),
     `onnxruntime`, `OpenVINO runtime (CPU, f32)`."""
@@ -75,9 +79,13 @@ def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision
         raise CannotRun(str(err)) from err  # these inputs, not the model: other sizes may run (runnable_sets)
     except (CannotRun, RnnconvError):
         raise  # BadInput: the model or the inputs are malformed (exit 4), whichever engine noticed
+    except openvino_runtime.CannotImport as err:
+        raise Unavailable(str(err)) from err
     except ImportError as err:
         if engine == "openvino" and err.name == "openvino":  # the optional package, absent
             raise CannotRun(openvino_runtime.NOT_INSTALLED) from err
+        if engine == "openvino":
+            raise Unavailable(openvino_runtime.cannot_import(err)) from err
         raise CannotRun(f"{engine} cannot be imported ({one_line(err)})") from err
     except Exception as err:  # the engine's own error, kept to one line
         raise CannotRun(one_line(err)) from err
@@ -199,6 +207,8 @@ class Pending:
             return _openvino_outputs(self.model, self.worker.result())
         except openvino_runtime.Crashed as err:
             raise Crashed(str(err)) from err
+        except openvino_runtime.CannotImport as err:
+            raise Unavailable(str(err)) from err
         except Exception as err:  # OpenVINO refused the model
             raise CannotRun(one_line(err)) from err
 

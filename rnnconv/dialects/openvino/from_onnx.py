@@ -61,6 +61,11 @@ def _element_type(value: ir.Value, where: str) -> str:
                           "counterpart rnnconv writes (use float32)") from None
 
 
+class OtherOpUnsupported(Unsupported):
+    """rnnconv's own writer cannot map a node that is not recurrent (run-time Pad pads...); OpenVINO's ONNX import
+    converts such nodes, with every recurrent node still mapped by rnnconv."""
+
+
 def check_supported(model: ir.Model) -> list[onnx_recurrent.RecurrentNode]:
     """Every reason the model cannot be converted, raised at once; else its recurrent nodes."""
     problems = []
@@ -125,7 +130,10 @@ def convert(model: ir.Model, *, fp16: bool = False,
         elif onnx_quantized.is_quantized_lstm(node):
             outs = _quantized(ctx, onnx_quantized.read(node, opset=opset), rewrites)
         else:
-            outs = ops.TABLE[node.op_type].to_openvino(ctx, node)
+            try:
+                outs = ops.TABLE[node.op_type].to_openvino(ctx, node)
+            except Unsupported as err:  # not a recurrent node: OpenVINO's own import may convert it
+                raise OtherOpUnsupported(err.message, fixes=err.fixes) from err
             if node.op_type == "Constant" and fp16:
                 outs = [g.weight(outs[0].const, fp16, node.name or None) if outs[0].const.dtype.kind == "f"
                         else outs[0]]

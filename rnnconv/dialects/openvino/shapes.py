@@ -320,6 +320,16 @@ def infer(layer, inputs) -> list[tuple[str, Dims]]:
         frames = (length - frame) // step + 1 if length >= 0 else -1
         tail = [frame // 2 + 1, frames] if _flag(a, "transpose_frames") else [frames, frame // 2 + 1]
         return [(et0, d[0][:-1] + tail + [2])]
+    if t == "RDFT":  # one output: the transformed axes resized (signal_size), the last one halved, then [2]
+        if d[0] is None or c[1] is None:
+            return [(et0, None if d[0] is None else [-1] * (len(d[0]) + 1))]
+        axes = [int(v) % len(d[0]) for v in c[1].reshape(-1)]
+        sizes = [int(v) for v in c[2].reshape(-1)] if len(inputs) > 2 and c[2] is not None else [-1] * len(axes)
+        out = list(d[0])
+        for ax, size in zip(axes, sizes):
+            out[ax] = size if size != -1 else out[ax]
+        out[axes[-1]] = out[axes[-1]] // 2 + 1 if out[axes[-1]] >= 0 else -1
+        return [(et0, out + [2])]
     if t in ("LSTMSequence", "GRUSequence", "RNNSequence"):
         x, w = d[0], d[4 if t == "LSTMSequence" else 3]
         n, tt = (x[0], x[1]) if x else (-1, -1)

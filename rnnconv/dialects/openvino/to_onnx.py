@@ -231,7 +231,8 @@ class Converter:
             v = self.value(key)
             port = res.inputs[0]
             is_input = v.producer() is None
-            if is_input or id(v) in used or v.name in self.b.initializers:
+            # An input that is also an output under its own name (OpenVINO names the tensor once) is both as is.
+            if (is_input and v.name != name) or id(v) in used or v.name in self.b.initializers:
                 v = self.b.op1("Identity", v, hint=name)
             used.add(id(v))
             if v.name != name:

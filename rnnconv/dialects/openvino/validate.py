@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 
 from rnnconv.dialects.openvino import graph as ovir
-from rnnconv.dialects.openvino import ops
+from rnnconv.dialects.openvino import coverage, ops
 from rnnconv.dialects.openvino.gates import CELLS, SEQUENCES
 from rnnconv.errors import BadInput, human_size
 
@@ -110,5 +110,10 @@ def unsupported_layers(graph: ovir.IRGraph) -> list[str]:
     for layer in graph.all_layers():
         if layer.type not in STRUCTURAL and layer.type not in ops.REVERSE:
             bad.setdefault(f"{layer.type}-{layer.version}", []).append(layer.name)
-    return [f"layer type {t} has no ONNX mapping (layers {', '.join(repr(n) for n in names[:3])}"
+    return [f"layer type {t} has no ONNX mapping{_why(t)} (layers {', '.join(repr(n) for n in names[:3])}"
             + (f" and {len(names) - 3} more" if len(names) > 3 else "") + ")" for t, names in sorted(bad.items())]
+
+
+def _why(type_version: str) -> str:
+    reason = coverage.NO_MAPPING.get(type_version.rsplit("-", 1)[0])
+    return f": {reason}" if reason else ""

@@ -299,6 +299,8 @@ FORWARD = {  # at opset 20 (IR 9)
                       [vi("y", None)], [("s", np.array([1, 1, 2, 1.5], np.float32))]),
     "ReverseSequence": model20([helper.make_node("ReverseSequence", ["x", "n"], ["y"], batch_axis=1, time_axis=0)],
                                [vi("x", [4, 3, 2])], [vi("y", None)], [("n", np.array([4, 1, 3], np.int64))]),
+    "DFT": model20([helper.make_node("DFT", ["x", "n", "a"], ["y"], onesided=1)], [vi("x", [2, 12, 3, 1])],
+                   [vi("y", None)], [("n", np.array(10, np.int64)), ("a", np.array(1, np.int64))]),
     "STFT": model20([helper.make_node("STFT", ["x", "st", "w", "n"], ["y"])], [vi("x", [2, 32, 1])], [vi("y", None)],
                     [("st", np.array(4, np.int64)), ("w", np.hanning(8).astype(np.float32)),
                      ("n", np.array(8, np.int64))]),

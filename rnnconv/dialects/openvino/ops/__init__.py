@@ -2,8 +2,8 @@
 
 `TABLE`: ONNX op -> `OpMapping` (the IR operations it becomes, `to_openvino`); `reverse_index()` gives it keyed by
 IR type. `REVERSE`: IR type -> the function turning such a layer back into ONNX nodes (`LayerContext`). Each op
-family module (`elementwise`, `matrix`, `movement`, `generation`, `convolution`, `normalization`, `resize`,
-`signal`) defines an op's two directions next to each
+family module (`elementwise`, `matrix`, `movement`, `indexing`, `generation`, `convolution`, `normalization`,
+`resize`, `signal`) defines an op's two directions next to each
 other, and each mapping's docstring cites both spec pages: ONNX Operators.md (onnx.ai/onnx/operators/
 onnx__<Op>.html) and the OpenVINO operation spec (docs.openvino.ai, Operation Specifications, <Op>-<version>).
 GRU/LSTM/RNN are not here: see rnnconv.dialects.openvino.from_onnx and rnnconv.dialects.openvino.to_onnx; nor
@@ -19,6 +19,7 @@ from rnnconv.dialects.openvino.ops import (  # noqa: F401  (registers)
     convolution,
     elementwise,
     generation,
+    indexing,
     matrix,
     movement,
     normalization,

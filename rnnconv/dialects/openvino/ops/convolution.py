@@ -61,6 +61,80 @@ def _float_data(ctx) -> None:
                               "floating-point data; ConvInteger takes 8-bit data with zero points)")
 
 
+_EIGHT_BIT = {"u8": np.uint8, "i8": np.int8}
+
+
+def _converted_eight_bit(ctx, key):
+    """The key of the u8 / i8 tensor that `key` is a Convert of, else None."""
+    layer, keys = ctx.producer_of(key)
+    return keys[0] if layer.type == "Convert" and ctx.key_type(keys[0]) in _EIGHT_BIT else None
+
+
+def _eight_bit_data(ctx, i: int):
+    """Input i as ConvInteger takes it: (8-bit value, zero point: an 8-bit constant, an 8-bit value or None), when
+    it is Convert(u8 / i8 x) to i32, minus (Subtract) or plus (Add) one constant, or minus a Convert of a one-value
+    tensor of x's type (a zero point computed at run time, DynamicQuantizeLinear's), as OpenVINO's import of
+    ConvInteger writes it; else None."""
+    layer, keys = ctx.producer(i)
+    if layer.type in ("Add", "Subtract") and len(keys) == 2:
+        x = _converted_eight_bit(ctx, keys[0])
+        if x is None:
+            return None
+        dtype = _EIGHT_BIT[ctx.key_type(x)]
+        c = ctx.key_const(keys[1])
+        if c is not None:
+            if c.size == 0 or not np.all(c == c.reshape(-1)[0]):
+                return None
+            zero_point = int(c.reshape(-1)[0]) * (1 if layer.type == "Subtract" else -1)
+            if not np.iinfo(dtype).min <= zero_point <= np.iinfo(dtype).max:
+                return None
+            return ctx.key_value(x), np.array(zero_point, dtype)
+        z = _converted_eight_bit(ctx, keys[1])
+        dims = ctx.key_dims(keys[1])
+        if layer.type != "Subtract" or z is None or ctx.key_type(z) != ctx.key_type(x) or dims is None or \
+                int(np.prod(dims)) != 1:
+            return None
+        return ctx.key_value(x), ctx.key_value(z)
+    x = _converted_eight_bit(ctx, ctx.keys[i])
+    return None if x is None else (ctx.key_value(x), None)
+
+
+def _eight_bit_filters(w: np.ndarray):
+    """Constant integer filters as (8-bit array, scalar zero point or None) with (q - zero point) == w; None when
+    their range spans more than 256 values."""
+    lo, hi = int(w.min(initial=0)), int(w.max(initial=0))
+    for dtype in (np.int8, np.uint8):
+        info = np.iinfo(dtype)
+        low, high = max(info.min - lo, info.min), min(info.max - hi, info.max)  # zero points keeping q in range
+        if low <= high:
+            z = min(max(0, low), high)
+            return (w.astype(np.int64) + z).astype(dtype), (np.array(z, dtype) if z else None)
+    return None
+
+
+def _conv_integer(ctx, filters: np.ndarray, group: int, attrs: dict):
+    """An integer Convolution as OpenVINO's import of ONNX ConvInteger writes it -> ONNX ConvInteger
+    (onnx__ConvInteger: uint8 / int8 data and filters, scalar zero points; int32 output)."""
+    data = _eight_bit_data(ctx, 0)
+    q = _eight_bit_filters(filters) if filters is not None else None
+    if data is None or q is None or ctx.element_type(0) != "i32":
+        raise ctx.unsupported(f"a convolution of {ctx.element_type(0)} data that is not Convert of u8 / i8 data "
+                              "minus one zero point with constant filters of 8-bit range (what ONNX ConvInteger "
+                              "takes); ONNX Conv takes floating-point data only")
+    (x, x_zero), (w, w_zero) = data, q
+    b = ctx.b
+    if isinstance(x_zero, np.ndarray):
+        x_zero = b.const(x_zero, "x_zero_point") if x_zero else None
+    elif x_zero is not None and x_zero.shape is not None and len(x_zero.shape) != 0:
+        x_zero = b.op1("Reshape", x_zero, b.i64(np.zeros([0], np.int64), "scalar"))
+    if x_zero is None and w_zero is not None:
+        x_zero = b.const(np.array(0, x.dtype.numpy()), "x_zero_point")
+    inputs = [x, b.const(w, "filters"), x_zero, b.const(w_zero, "w_zero_point") if w_zero is not None else None]
+    while inputs[-1] is None:
+        inputs.pop()
+    return [b.op1("ConvInteger", *inputs, hint=ctx.hint, **({"group": group} if group > 1 else {}), **attrs)]
+
+
 def _static_filter_dims(ctx, i: int) -> list[int]:
     dims = ctx.dims(i)
     if dims is None or any(d < 0 for d in dims):
@@ -98,12 +172,16 @@ def _from_convolution(ctx):
     """OpenVINO Convolution-1 (filters [C_out, C_in, k...]) / GroupConvolution-1 (filters [G, C_out/G, C_in/G,
     k...]; strides, dilations, pads_begin, pads_end, auto_pad) -> ONNX Conv (onnx__Conv: W [M, C/group, k...],
     group, pads [begins, ends], auto_pad)."""
-    _float_data(ctx)
     dims = _static_filter_dims(ctx, 1)
     grouped = ctx.layer.type == "GroupConvolution"
     n = len(dims) - (3 if grouped else 2)
     attrs = _spatial(ctx, n)
     attrs["kernel_shape"] = dims[-n:]
+    if ctx.np_type(0).kind in "iu":
+        w = ctx.c(1)
+        return _conv_integer(ctx, None if w is None else np.asarray(w).reshape(
+            [dims[0] * dims[1], *dims[2:]] if grouped else dims), dims[0] if grouped else 1, attrs)
+    _float_data(ctx)
     if not grouped:
         return [ctx.b.op1("Conv", ctx.v(0), ctx.v(1), hint=ctx.hint, **attrs)]
     g = dims[0]

@@ -305,6 +305,23 @@ def hard_sigmoid(ctx, node):
     return [ctx.g.op("Clamp", y, min=0.0, max=1.0, name=node.name or None)]
 
 
+@reverse("HardSigmoid")
+def _from_hard_sigmoid(ctx):
+    """OpenVINO HardSigmoid-1 (max(0, min(1, alpha x + beta)); alpha, beta scalar inputs) -> ONNX HardSigmoid
+    (onnx__HardSigmoid, float attributes) when they are constant; else Mul, Add and Clip (onnx__Clip, from opset 11
+    with its bounds as inputs)."""
+    alpha, beta = ctx.c(1), ctx.c(2)
+    if alpha is not None and beta is not None and alpha.size == 1 and beta.size == 1:
+        return [ctx.b.op1("HardSigmoid", ctx.v(0), alpha=float(alpha.reshape(-1)[0]), beta=float(beta.reshape(-1)[0]),
+                          hint=ctx.hint)]
+    if ctx.opset < 11:
+        raise ctx.unsupported("alpha or beta computed at run time (ONNX HardSigmoid takes them as attributes; Clip "
+                              "takes bounds as inputs from opset 11)", opset=11)
+    b, t = ctx.b, ctx.np_type(0)
+    y = b.op1("Add", b.op1("Mul", ctx.v(0), ctx.v(1)), ctx.v(2))
+    return [b.op1("Clip", y, b.const(np.array(0, t), "zero"), b.const(np.array(1, t), "one"), hint=ctx.hint)]
+
+
 @mapping("Softplus", "SoftPlus-opset4", reversible=True)
 def softplus(ctx, node):
     """ONNX Softplus (onnx__Softplus: ln(exp(x) + 1)) -> OpenVINO SoftPlus-4."""
@@ -395,3 +412,45 @@ def _from_convert(ctx):
     (rnnconv's IR interpreter and onnxruntime), and the verification runs both."""
     dst = numpy_dtype(ctx.attr("destination_type"))
     return [ctx.b.op1("Cast", ctx.v(0), to=int(ir.DataType.from_numpy(dst)), hint=ctx.hint)]
+
+
+@reverse("IsNaN", "IsInf", "IsFinite")
+def _from_is(ctx):
+    """OpenVINO IsNaN-10 / IsInf-10 (detect_negative, detect_positive) / IsFinite-10 -> ONNX IsNaN / IsInf
+    (onnx__IsInf, opset 10: detect_negative, detect_positive) / Not(Or(IsNaN, IsInf))."""
+    if ctx.opset < 10:
+        raise ctx.unsupported("ONNX IsNaN (float) and IsInf are new in opset 10 (IsNaN 9)", opset=10)
+    b, x = ctx.b, ctx.v(0)
+    if ctx.layer.type == "IsNaN":
+        return [b.op1("IsNaN", x, hint=ctx.hint)]
+    if ctx.layer.type == "IsInf":
+        return [b.op1("IsInf", x, detect_negative=int(ctx.flag("detect_negative", True)),
+                      detect_positive=int(ctx.flag("detect_positive", True)), hint=ctx.hint)]
+    return [b.op1("Not", b.op1("Or", b.op1("IsNaN", x), b.op1("IsInf", x)), hint=ctx.hint)]
+
+
+@reverse("ConvertLike")
+def _from_convert_like(ctx):
+    """OpenVINO ConvertLike-1 (data converted to the element type of `like`) -> ONNX Cast (onnx__Cast) to that
+    type, known from the IR's port."""
+    to = ir.DataType.from_numpy(ctx.np_type(1))
+    return [ctx.b.op1("Cast", ctx.v(0), to=int(to), hint=ctx.hint)]
+
+
+_BITWISE = {"BitwiseAnd": ("BitwiseAnd", "And"), "BitwiseOr": ("BitwiseOr", "Or"), "BitwiseXor": ("BitwiseXor", "Xor"),
+            "BitwiseNot": ("BitwiseNot", "Not")}
+
+
+@reverse(*_BITWISE)
+def _from_bitwise(ctx):
+    """OpenVINO BitwiseAnd-13 / BitwiseOr-13 / BitwiseXor-13 / BitwiseNot-13 (integers, or booleans: the logical
+    op; numpy broadcasting) -> ONNX BitwiseAnd ... (onnx__BitwiseAnd, opset 18, integers) or And / Or / Xor / Not
+    (onnx__And) for booleans."""
+    integer, logical = _BITWISE[ctx.layer.type]
+    inputs = [ctx.v(i) for i in range(len(ctx.keys))]
+    if ctx.element_type(0) == "boolean":
+        return [ctx.b.op1(logical, *inputs, hint=ctx.hint)]
+    if ctx.opset < 18:
+        raise ctx.unsupported("ONNX's bitwise operators are new in opset 18", opset=18)
+    ctx.broadcast_numpy()
+    return [ctx.b.op1(integer, *inputs, hint=ctx.hint)]

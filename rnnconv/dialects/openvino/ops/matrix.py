@@ -142,10 +142,11 @@ for _op in ("ReduceMean", "ReduceSum", "ReduceMax"):
     mapping(_op, f"{_op}-opset1", reversible=True)(reduce)
 
 
-@reverse("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")
+@reverse("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2")
 def _from_reduce(ctx):
-    """OpenVINO ReduceMean-1 / ReduceSum-1 / ReduceMax-1 / ReduceMin-1 / ReduceProd-1 (axes input, keep_dims) ->
-    ONNX ReduceMean ... (onnx__ReduceMean: axes attribute before 18, ReduceSum before 13; keepdims)."""
+    """OpenVINO ReduceMean-1 / ReduceSum-1 / ReduceMax-1 / ReduceMin-1 / ReduceProd-1 / ReduceL1-4 / ReduceL2-4
+    (axes input, keep_dims) -> ONNX ReduceMean ... (onnx__ReduceMean: axes attribute before 18, ReduceSum before
+    13; keepdims)."""
     onnx_op = ctx.layer.type
     keep = int(ctx.flag("keep_dims"))
     axes = ctx.c(1)

@@ -449,3 +449,65 @@ def _from_reverse_sequence(ctx):
     perm = [t_axis, b_axis] + [a for a in range(rank) if a not in (t_axis, b_axis)]
     y = b.op1("ReverseSequence", b.transpose(ctx.v(0), perm), lens, batch_axis=1, time_axis=0)
     return [b.transpose(y, list(np.argsort(perm)), hint=ctx.hint)]
+
+
+_INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+
+def _bits(text: Optional[str], n: int) -> list[int]:
+    values = [int(v) for v in str(text or "").replace(" ", "").split(",") if v]
+    return (values + [0] * n)[:n]
+
+
+@reverse("StridedSlice")
+def _from_strided_slice(ctx):
+    """OpenVINO StridedSlice-1 (begin, end[, stride] per leading axis; begin_mask / end_mask 1: that bound ignored,
+    shrink_axis_mask 1: the axis taken at begin and removed) -> ONNX Slice (onnx__Slice, opset 10: starts, ends,
+    axes, steps) then Squeeze of the shrunk axes. new_axis_mask and ellipsis_mask are refused."""
+    if ctx.opset < 10:
+        raise ctx.unsupported("ONNX Slice takes starts/ends as inputs from opset 10", opset=10)
+    dims = ctx.dims(1)
+    if dims is None or len(dims) != 1 or dims[0] < 0:
+        raise ctx.unsupported("begin of unknown length")
+    n = dims[0]
+    mask = {k: _bits(ctx.attr(k), n) for k in ("begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask",
+                                               "ellipsis_mask")}
+    if any(mask["new_axis_mask"]) or any(mask["ellipsis_mask"]):
+        raise ctx.unsupported("new_axis_mask or ellipsis_mask (rnnconv maps begin, end and shrink masks)")
+    stride = np.ones(n, np.int64) if len(ctx.keys) < 4 else ctx.need_const(3, "stride").astype(np.int64)
+    shrink = [i for i in range(n) if mask["shrink_axis_mask"][i]]
+    start_fill = np.where(stride > 0, 0, _INT64_MAX)
+    end_fill = np.where(stride > 0, _INT64_MAX, _INT64_MIN)
+    b = ctx.b
+
+    def bound(i: int, ignored: list[int], fill: np.ndarray) -> ir.Value:
+        c = ctx.c(i)
+        if c is not None:
+            return b.i64(np.where(ignored, fill, c.astype(np.int64)), "bound")
+        return b.op1("Where", b.const(np.array(ignored, bool), "mask"), b.i64(fill, "fill"), ctx.v_i64(i))
+
+    begin, end = ctx.c(1), None
+    if shrink:
+        if begin is None:
+            raise ctx.unsupported("shrink_axis_mask with begin computed at run time")
+        taken = begin.astype(np.int64)
+        stride = np.where(mask["shrink_axis_mask"], 1, stride)
+        ends = ctx.c(2)
+        if ends is None:
+            raise ctx.unsupported("shrink_axis_mask with end computed at run time")
+        ends = np.where(mask["end_mask"], end_fill, ends.astype(np.int64))
+        ends = np.where(mask["shrink_axis_mask"], np.where(taken == -1, _INT64_MAX, taken + 1), ends)
+        ignored = np.array(mask["begin_mask"], bool) & ~np.array(mask["shrink_axis_mask"], bool)
+        starts = np.where(ignored, start_fill, taken)
+        begin, end = b.i64(starts, "starts"), b.i64(ends, "ends")
+    else:
+        begin, end = bound(1, mask["begin_mask"], start_fill), bound(2, mask["end_mask"], end_fill)
+    y = b.op1("Slice", ctx.v(0), begin, end, b.i64(list(range(n)), "axes"), b.i64(stride, "steps"),
+              hint=ctx.hint if not shrink else ctx.hint + "_slice")
+    return [b.axes_op("Squeeze", y, shrink, hint=ctx.hint) if shrink else y]
+
+
+@reverse("Identity")
+def _from_identity(ctx):
+    """OpenVINO Identity-16 (a copy of its input) -> ONNX Identity (onnx__Identity)."""
+    return [ctx.b.op1("Identity", ctx.v(0), hint=ctx.hint)]

@@ -1,4 +1,4 @@
-"""Signal processing, both ways: ONNX STFT <-> OpenVINO STFT-15.
+"""Signal processing, both ways: ONNX STFT <-> OpenVINO STFT-15, ONNX DFT (one-sided, real) <-> OpenVINO RDFT-9.
 
 ONNX STFT (opset 17) takes a real signal as [batch, length, 1] and a window as long as the frame; OpenVINO STFT-15
 takes [batch, length] or [length] and a window of at most frame_size samples, centred in the frame (zeros on both
@@ -65,3 +65,46 @@ def _from_stft(ctx):
         perm[-3], perm[-2] = perm[-2], perm[-3]
         out = b.transpose(out, perm)
     return [b.op1("Identity", out, hint=ctx.hint)]
+
+
+@mapping("DFT", "RDFT-opset9", "Squeeze-opset1")
+def dft(ctx, node):
+    """ONNX DFT (onnx__DFT: a real signal [..., 1], onesided 1, not inverse, one axis: an attribute in opset 17-19,
+    a constant input from 20; dft_length constant) -> OpenVINO RDFT-9 of the signal squeezed (signal_size from
+    dft_length)."""
+    x, length = ctx.inp(node, 0), ctx.const_input(node, 1)
+    axis = attr(node, "axis", 1) if ctx.opset < 20 else ctx.const_input(node, 2)
+    axis = -2 if axis is None and ctx.opset >= 20 else axis
+    if (not attr(node, "onesided", 0) or attr(node, "inverse", 0) or x.dims is None or x.dims[-1] != 1
+            or axis is None or (len(node.inputs) > 1 and node.inputs[1] is not None and length is None)):
+        raise Unsupported(f"DFT node {node.name!r}: rnnconv maps a one-sided forward DFT of a real signal over a "
+                          "constant axis with a constant dft_length")
+    rank = len(x.dims)
+    axis = int(np.asarray(axis).reshape(-1)[0]) % rank
+    signal = ctx.g.op("Squeeze", x, ctx.i64([rank - 1]))
+    inputs = [signal, ctx.i64([axis])] + ([ctx.i64(np.asarray(length).reshape(-1)[:1])] if length is not None else [])
+    return [ctx.g.op("RDFT", *inputs, version="opset9", name=node.name or None)]
+
+
+@reverse("RDFT")
+def _from_rdft(ctx):
+    """OpenVINO RDFT-9 (real data, one constant axis, optional signal_size: the signal trimmed or zero-padded to
+    it; output [..., n / 2 + 1, ..., 2], real and imaginary parts last) -> ONNX DFT (onnx__DFT: the real signal as
+    [..., 1], onesided 1, dft_length; the axis an attribute in opset 17-19, an input from 20) of the data
+    unsqueezed at the end."""
+    if ctx.opset < 17:
+        raise ctx.unsupported("ONNX DFT with onesided output is mapped from opset 17", opset=17)
+    dims = ctx.dims(0)
+    axes = ctx.need_const(1, "the axes").reshape(-1)
+    if dims is None or axes.size != 1:
+        raise ctx.unsupported("an RDFT over several axes or of data of unknown rank (rnnconv maps one axis)")
+    axis = int(axes[0]) % len(dims)
+    b = ctx.b
+    length = None
+    if len(ctx.keys) > 2:
+        size = ctx.need_const(2, "signal_size").reshape(-1)
+        length = None if int(size[0]) == -1 else b.i64(int(size[0]), "dft_length")
+    signal = b.axes_op("Unsqueeze", ctx.v(0), [len(dims)])
+    if ctx.opset >= 20:
+        return [b.op1("DFT", signal, length, b.i64(axis, "axis"), onesided=1, hint=ctx.hint)]
+    return [b.op1("DFT", signal, length, axis=axis, onesided=1, hint=ctx.hint)]

@@ -126,6 +126,27 @@ class LayerContext:
         """Whether output j of the layer is read by anything."""
         return self._facts.consumed((self.layer.id, self.layer.outputs[j].id))
 
+    def producer(self, i: int) -> tuple[IRLayer, list[Key]]:
+        """The layer whose output is input i, and the keys of its own inputs."""
+        return self.producer_of(self.keys[i])
+
+    def producer_of(self, key: Key) -> tuple[IRLayer, list[Key]]:
+        layer = self._facts.layers[key[0]]
+        return layer, [self._facts.input_key(layer, j) for j in range(len(layer.inputs))]
+
+    def key_value(self, key: Key) -> ir.Value:
+        """The ONNX value of any IR output (`producer` gives keys)."""
+        return self._value(key)
+
+    def key_const(self, key: Key) -> Optional[np.ndarray]:
+        return self._facts.consts.get(key)
+
+    def key_dims(self, key: Key) -> Optional[list[int]]:
+        return self._facts.dims(key)
+
+    def key_type(self, key: Key) -> str:
+        return self._facts.port(key).element_type
+
     def element_type(self, i: int) -> str:
         return self._facts.port(self.keys[i]).element_type
 
