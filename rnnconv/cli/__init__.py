@@ -65,7 +65,7 @@ from rnnconv.errors import (  # noqa: E402
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 # Each entry is a module in rnnconv/cli/ defining `command`; adding a command is one line here.
 COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "dequantize", "to_openvino", "from_openvino", "verify",
-            "check"]
+            "check", "fuse"]
 
 
 @click.group(epilog=exit_codes_help())
