@@ -25,7 +25,7 @@ import onnx_ir as ir
 from rnnconv.dialects.onnx_recurrent import GATES, constant_array, default_opset, node_label
 from rnnconv.passes.base import PassResult, RewritePass
 from rnnconv.passes.edit import Names
-from rnnconv.passes.fuse_match import Step, attr, axes_of, find_steps, linear, only_user, producer
+from rnnconv.passes.fuse_match import Step, attr, axes_of, const, find_steps, linear, only_user, producer
 
 MIN_OPSET = 7  # RNN-7 / GRU-7 / LSTM-7: the versions the fused nodes are written at, or later
 
@@ -115,20 +115,27 @@ class Planner:
         X, direction, extra = layout
         ref = next((s for s in chain if s.R is not None), None)
         W, Wb = (extra.W, extra.b) if chain[0].projected is not None else (chain[0].W, chain[0].Wb)
-        H = (ref.R.shape[1] if ref is not None else chain[0].h_const.shape[-1])
-        R, Rb = (ref.R, ref.Rb) if ref is not None else (np.zeros((H, H), W.dtype), None)
+        G = len(GATES[op])
+        H = (ref.R.shape[1] if ref is not None else chain[0].h_const.shape[-1] // G)
+        R, Rb = (ref.R, ref.Rb) if ref is not None else (np.zeros((G * H, H), W.dtype), None)
         first = chain[0]
+        states = [None if _zero(v) else v for v in (first.h_in, first.c_in)]
         if first.h_const is not None:
-            C = first.h_const
-            if ref is None:  # one step from a zero state: the constant is the recurrent bias itself
-                rows = C.reshape(-1, H)
+            # The exporter folded the first step's h @ R.T + Rb: proven against R and Rb, h being the constant
+            # state the step reads (GRU) or zero.
+            C, h0 = first.h_const, const(first.h_in)
+            if ref is None:  # one step: R is never applied to a nonzero state, so it is zero, Rb is C itself
+                rows = C.reshape(-1, C.shape[-1])
+                if h0 is not None and h0.any():
+                    return miss("one step from a constant nonzero state: its recurrent weights are not in the model")
                 if not (rows == rows[:1]).all():
                     return miss("the first step's hidden term is a constant that differs between batch rows")
                 Rb = rows[0] if rows.any() else None
-            elif not np.array_equal(C, np.broadcast_to(Rb if Rb is not None else np.zeros(H, C.dtype), C.shape)):
-                return miss("the first step's hidden term is a constant other than the recurrent bias (an initial "
-                            "state folded into it)")
-        return self._build(chain, X, direction, W, Wb, R, Rb, extra)
+            else:
+                expected = (h0 @ R.T if h0 is not None else 0) + (Rb if Rb is not None else 0)
+                if not np.allclose(C, np.broadcast_to(expected, C.shape), rtol=1e-5, atol=1e-6):
+                    return miss("the first step's hidden term is a constant that is not its state times R plus Rb")
+        return self._build(chain, X, direction, W, Wb, R, Rb, extra, states)
 
     # -- the sequence the steps read ---------------------------------------------------------------------------
 
@@ -203,7 +210,7 @@ class Planner:
         nodes.append(node)
         return out
 
-    def _build(self, chain, X, direction, W, Wb, R, Rb, lin) -> Fusion:
+    def _build(self, chain, X, direction, W, Wb, R, Rb, lin, states) -> Fusion:
         op, T, first, last = chain[0].op, len(chain), chain[0], chain[-1]
         G, H = len(GATES[op]), R.shape[1]
         stem = self.names(f"{op.lower()}_fused")
@@ -223,7 +230,7 @@ class Planner:
         else:
             ins.append(None)
         rank = _rank(first, chain)
-        states = [first.h_in] + ([first.c_in] if op == "LSTM" else [])
+        states = states[:2 if op == "LSTM" else 1]
         ins.append(None)  # sequence_lens
         for k, s in enumerate(states):
             if s is None:
@@ -280,6 +287,9 @@ class Planner:
         if not keep_inputs:
             extra += [n for s in chain for n in (s.time.nodes if s.time is not None else ())]
         extra += [n for s in chain for n in (s.projected.nodes if s.projected is not None else ())]
+        extra += [n for s in chain for n in s.feeds]
+        extra += [v.producer() for n in [*nodes, *extra] for v in n.inputs
+                  if v is not None and producer(v, "Constant") is not None]  # the step's constants
         flips = {id(s.projected.flip): s.projected.flip for s in chain if s.projected and s.projected.flip}
         extra += list(flips.values()) + (list(reversed(lin.nodes)) if lin is not None else [])
         have = {id(n) for n in nodes}
@@ -299,6 +309,11 @@ class Planner:
         T = len(chain)
         by_time = {id(s.h_out): time(k) for k, s in enumerate(chain)}
         seen = set()
+        if T == 1 and rank == 2:  # one step: unsqueezed, it is Y
+            for u in list(chain[0].h_out.uses()):
+                if u.node.op_type == "Unsqueeze" and axes_of(u.node) == [0]:
+                    yield u.node, []
+                    return
         for s in chain:
             for u in list(s.h_out.uses()):
                 n = u.node if rank == 3 else only_user(u.node.outputs[0], "Concat") if (
@@ -325,6 +340,12 @@ def _weights_differ(chain: list[Step]) -> Optional[str]:
         if s.activation != ref.activation:
             return f"step {k}'s activation is {s.activation}, step {chain.index(ref)}'s {ref.activation}"
     return None
+
+
+def _zero(v: Optional[ir.Value]) -> bool:
+    """A constant state of zeros: the recurrent node's default, left out."""
+    a = const(v) if v is not None else None
+    return a is not None and not a.any()
 
 
 def _rank(first: Step, chain: list[Step]) -> int:
@@ -410,6 +431,8 @@ def apply(graph: ir.Graph, f: Fusion) -> None:
         graph.register_initializer(v)
     weights = {id(v): v for n in f.matched for v in n.inputs
                if v is not None and v.name is not None and graph.initializers.get(v.name) is v}
+    constants = {id(v.producer()): v.producer() for n in f.matched for v in n.inputs
+                 if v is not None and producer(v, "Constant") is not None and v.producer() not in f.matched}
     olds = [old for old, _ in f.replaced]
     for old, new in f.replaced:
         name = old.name
@@ -420,6 +443,8 @@ def apply(graph: ir.Graph, f: Fusion) -> None:
     ir.convenience.replace_all_uses_with(olds, [new for _, new in f.replaced], replace_graph_outputs=True)
     graph.insert_before(f.matched[0], f.nodes)
     graph.remove(f.matched, safe=True)
+    graph.remove([c for c in constants.values() if not any(o.uses() or o.is_graph_output() for o in c.outputs)],
+                 safe=True)
     graph.sort()
     for v in weights.values():  # the weights the steps read, when nothing else reads them
         if not v.uses() and v not in graph.inputs and not v.is_graph_output():

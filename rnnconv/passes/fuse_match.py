@@ -35,6 +35,7 @@ class Linear:
     W: np.ndarray  # [out, in]
     b: Optional[np.ndarray]  # [out]
     nodes: list
+    feeds: list = dataclasses.field(default_factory=list)  # Identity nodes the weights pass through
 
 
 @dataclasses.dataclass
@@ -56,10 +57,10 @@ class Step:
     op: str
     anchor: ir.Node
     nodes: list  # the step's own nodes (the input projection included when it is per step)
-    h_in: Optional[ir.Value]  # None: the exporter folded the first step's hidden term to `h_const`
-    h_out: ir.Value
-    R: Optional[np.ndarray]  # [G*H, H] (None with h_const)
-    Rb: Optional[np.ndarray]
+    h_in: Optional[ir.Value] = None  # None: a zero state (the exporter folded the hidden term to `h_const`)
+    h_out: Optional[ir.Value] = None
+    R: Optional[np.ndarray] = None  # [G*H, H] (None with h_const)
+    Rb: Optional[np.ndarray] = None
     x: Optional[ir.Value] = None  # the step's input, projected by W here (cells)
     W: Optional[np.ndarray] = None
     Wb: Optional[np.ndarray] = None
@@ -67,8 +68,9 @@ class Step:
     c_in: Optional[ir.Value] = None
     c_out: Optional[ir.Value] = None
     activation: str = "Tanh"
-    h_const: Optional[np.ndarray] = None
+    h_const: Optional[np.ndarray] = None  # the hidden term, folded (ONNX gate order along the last axis)
     time: Optional[TimeIndex] = None  # where `x` comes from, when it is one step of a sequence
+    feeds: list = dataclasses.field(default_factory=list)  # nodes that only pass the weights on (Identity)
 
 
 # -- small readers ----------------------------------------------------------------------------------------------
@@ -117,8 +119,21 @@ def other(node: ir.Node, v: ir.Value) -> Optional[ir.Value]:
     return b if a is v else a if b is v else None
 
 
-def _bias(v: ir.Value, out: int) -> Optional[np.ndarray]:
+def const(v: Optional[ir.Value], feeds: Optional[list] = None) -> Optional[np.ndarray]:
+    """The constant `v` holds, through Identity nodes (the legacy exporter's shared weights); the Identity nodes
+    passed are added to `feeds`."""
+    seen = []
+    while v is not None and v.const_value is None and producer(v, "Identity") is not None:
+        seen.append(v.producer())
+        v = v.producer().inputs[0]
     a = constant_array(v)
+    if a is not None and feeds is not None:
+        feeds.extend(seen)
+    return a
+
+
+def _bias(v: ir.Value, out: int, feeds: list) -> Optional[np.ndarray]:
+    a = const(v, feeds)
     if a is None or a.size != out or (a.ndim > 1 and a.shape[-1] != out):
         return None
     return a.reshape(-1)
@@ -127,26 +142,27 @@ def _bias(v: ir.Value, out: int) -> Optional[np.ndarray]:
 def linear(v: Optional[ir.Value]) -> Optional[Linear]:
     """`v` as a product of a non-constant input by constant weights (plus a constant bias), or None."""
     gemm = producer(v, "Gemm")
+    feeds: list = []
     if gemm is not None:
-        if attr(gemm, "transA", 0) or len(gemm.inputs) < 2 or constant_array(gemm.inputs[0]) is not None:
+        if attr(gemm, "transA", 0) or len(gemm.inputs) < 2:
             return None
-        B = constant_array(gemm.inputs[1])
+        B = const(gemm.inputs[1], feeds)
         if B is None or B.ndim != 2:
             return None
         W = (B if attr(gemm, "transB", 0) else B.T) * attr(gemm, "alpha", 1.0)
         b = None
         if len(gemm.inputs) > 2 and gemm.inputs[2] is not None:
-            b = _bias(gemm.inputs[2], W.shape[0])
+            b = _bias(gemm.inputs[2], W.shape[0], feeds)
             if b is None:
                 return None
             b = b * attr(gemm, "beta", 1.0)
-        return Linear(gemm.inputs[0], W.astype(B.dtype), None if b is None else b.astype(B.dtype), [gemm])
+        return Linear(gemm.inputs[0], W.astype(B.dtype), None if b is None else b.astype(B.dtype), [gemm], feeds)
     add = producer(v, "Add")
     if add is not None:
         for p, q in ((add.inputs[0], add.inputs[1]), (add.inputs[1], add.inputs[0])):
             inner = _matmul(p)
             if inner is not None and only_user(p) is add:
-                b = _bias(q, inner.W.shape[0])
+                b = _bias(q, inner.W.shape[0], inner.feeds)
                 if b is not None:
                     inner.b, inner.nodes = b, [*inner.nodes, add]
                     return inner
@@ -156,12 +172,11 @@ def linear(v: Optional[ir.Value]) -> Optional[Linear]:
 
 def _matmul(v: Optional[ir.Value]) -> Optional[Linear]:
     mm = producer(v, "MatMul")
-    if mm is None or constant_array(mm.inputs[0]) is not None:
-        return None
-    B = constant_array(mm.inputs[1])
+    feeds: list = []
+    B = None if mm is None else const(mm.inputs[1], feeds)
     if B is None or B.ndim != 2:
         return None
-    return Linear(mm.inputs[0], np.ascontiguousarray(B.T), None, [mm])
+    return Linear(mm.inputs[0], np.ascontiguousarray(B.T), None, [mm], feeds)
 
 
 def time_index(v: Optional[ir.Value]) -> Optional[TimeIndex]:
@@ -212,21 +227,34 @@ def _split(v: ir.Value, n: int) -> Optional[ir.Node]:
 
 
 def _hidden_and_x(add: ir.Node) -> Optional[tuple]:
-    """(hidden, x) Linears of Add(hidden, x): x is the operand whose input is one time step of a sequence; when
-    neither or both are, PyTorch's order (hidden first)."""
-    p, q = (linear(add.inputs[0]), linear(add.inputs[1])) if len(add.inputs) == 2 else (None, None)
-    if p is None or q is None:
+    """(hidden, x) of Add(hidden, x): two Linears, x the one whose input is one time step of a sequence (when
+    neither or both are, PyTorch's order: hidden first); or (constant hidden term, x Linear)."""
+    if len(add.inputs) != 2:
         return None
-    if time_index(p.input) is not None and time_index(q.input) is None:
-        p, q = q, p
-    return p, q
+    p, q = linear(add.inputs[0]), linear(add.inputs[1])
+    if p is not None and q is not None:
+        if time_index(p.input) is not None and time_index(q.input) is None:
+            p, q = q, p
+        return p, q
+    for c, x in ((add.inputs[0], q), (add.inputs[1], p)):
+        folded = const(c)
+        if folded is not None and x is not None and folded.ndim >= 1:
+            return folded, x
+    return None
 
 
-def _blocks(a: Optional[np.ndarray], n: int, order: list) -> Optional[np.ndarray]:
+def _blocks(a: Optional[np.ndarray], n: int, order: list, axis: int = 0) -> Optional[np.ndarray]:
     if a is None:
         return None
-    parts = np.split(a, n, axis=0)
-    return np.concatenate([parts[k] for k in order], axis=0)
+    parts = np.split(a, n, axis=axis)
+    return np.concatenate([parts[k] for k in order], axis=axis)
+
+
+def _hidden(h, n: int, order: list) -> dict:
+    """The Step fields of the hidden term: its Linear, or the constant the exporter folded it to."""
+    if isinstance(h, Linear):
+        return {"h_in": h.input, "R": _blocks(h.W, n, order), "Rb": _blocks(h.b, n, order)}
+    return {"h_in": None, "R": None, "Rb": None, "h_const": _blocks(h, n, order, axis=-1)}
 
 
 # -- Case 1: RNN -------------------------------------------------------------------------------------------------
@@ -247,13 +275,14 @@ def rnn_step(act: ir.Node) -> Optional[Step]:
             inner = [*(x.nodes if x is not None else ()), *h.nodes, add, act]
             if x is not None and not _inside([xv], [add]):
                 continue
-            return Step("RNN", act, inner, h.input, act.outputs[0], h.W, h.b, activation=act.op_type,
+            feeds = [*h.feeds, *(x.feeds if x is not None else ())]
+            return Step("RNN", act, inner, h.input, act.outputs[0], h.W, h.b, activation=act.op_type, feeds=feeds,
                         **_x_fields(x, projected))
-        h_const = constant_array(hv)
+        h_const = const(hv)
         if h_const is not None and (projected is not None or x is not None):
             inner = [*(x.nodes if x is not None else ()), add, act]
             return Step("RNN", act, inner, None, act.outputs[0], None, None, activation=act.op_type,
-                        h_const=h_const, **_x_fields(x, projected))
+                        h_const=h_const, feeds=list(x.feeds) if x is not None else [], **_x_fields(x, projected))
     return None
 
 
@@ -299,15 +328,16 @@ def lstm_step(split: ir.Node) -> Optional[Step]:
     o = next((k for k in range(4) if k not in (i, f, g)), None)
     if mul_oc is None or other(mul_oc, tanh_c.outputs[0]) is not acts[o].outputs[0]:
         return None
-    nodes = [*x.nodes, *h.nodes, add, split, *acts, mul_ig, mul_fc, c_add, tanh_c, mul_oc]
+    h_nodes = h.nodes if isinstance(h, Linear) else []
+    nodes = [*x.nodes, *h_nodes, add, split, *acts, mul_ig, mul_fc, c_add, tanh_c, mul_oc]
     internal = [gates, *split.outputs, *(a.outputs[0] for a in acts), mul_ig.outputs[0], mul_fc.outputs[0],
-                tanh_c.outputs[0], *(n.outputs[0] for n in [*x.nodes, *h.nodes])]
+                tanh_c.outputs[0], *(n.outputs[0] for n in [*x.nodes, *h_nodes])]
     if not _inside(internal, nodes):
         return None
     order = [i, o, f, g]  # ONNX's i, o, f, c
-    return Step("LSTM", mul_oc, nodes, h.input, mul_oc.outputs[0], _blocks(h.W, 4, order), _blocks(h.b, 4, order),
-                x=x.input, W=_blocks(x.W, 4, order), Wb=_blocks(x.b, 4, order), c_in=c_in, c_out=c_out,
-                time=time_index(x.input))
+    return Step("LSTM", mul_oc, nodes, h_out=mul_oc.outputs[0], x=x.input, W=_blocks(x.W, 4, order),
+                Wb=_blocks(x.b, 4, order), c_in=c_in, c_out=c_out, time=time_index(x.input),
+                feeds=[*x.feeds, *(h.feeds if isinstance(h, Linear) else ())], **_hidden(h, 4, order))
 
 
 # -- Case 3: GRU -------------------------------------------------------------------------------------------------
@@ -357,21 +387,34 @@ def gru_step(sub: ir.Node) -> Optional[Step]:
         if sorted(g[side] for g in gate_of.values()) != [0, 1, 2]:
             return None
     h, x = linear(sh.inputs[0]), linear(sx.inputs[0])
-    if h is None or x is None or h.input is not h_prev or _split(sh.inputs[0], 3) is not sh \
-            or _split(sx.inputs[0], 3) is not sx:
+    if h is None:  # the exporter folded the first step's hidden term (h_prev a constant)
+        h = const(sh.inputs[0]) if const(h_prev) is not None else None
+    if h is None or x is None or (isinstance(h, Linear) and h.input is not h_prev and not _same_constant(
+            h.input, h_prev)) \
+            or _split(sh.inputs[0], 3) is not sh or _split(sx.inputs[0], 3) is not sx:
         return None
+    h_nodes = h.nodes if isinstance(h, Linear) else []
     adds = [producer(a.inputs[0], "Add") for a in (z, r)]
-    nodes = [*x.nodes, sx, *h.nodes, sh, *adds, z, r, mul_r, n_add, tanh, sub, mul_z, out_add]
-    internal = [*sx.outputs, *sh.outputs, sx.inputs[0], sh.inputs[0], *(a.outputs[0] for a in adds), z.outputs[0],
+    nodes = [*x.nodes, sx, *h_nodes, sh, *adds, z, r, mul_r, n_add, tanh, sub, mul_z, out_add]
+    internal = [*sx.outputs, *sh.outputs, sx.inputs[0], *(a.outputs[0] for a in adds), z.outputs[0],
                 r.outputs[0], mul_r.outputs[0], n_add.outputs[0], sub.outputs[0], mul_z.outputs[0],
-                *(nd.outputs[0] for nd in [*x.nodes, *h.nodes])]
+                *(nd.outputs[0] for nd in [*x.nodes, *h_nodes])] + ([sh.inputs[0]] if h_nodes else [])
     if not _inside(internal, nodes) or not _inside([n], nodes):
         return None
     order_h = [gate_of[k]["h"] for k in ("z", "r", "h")]  # ONNX's z, r, h
     order_x = [gate_of[k]["x"] for k in ("z", "r", "h")]
-    return Step("GRU", out_add, nodes, h_prev, out_add.outputs[0], _blocks(h.W, 3, order_h),
-                _blocks(h.b, 3, order_h), x=x.input, W=_blocks(x.W, 3, order_x), Wb=_blocks(x.b, 3, order_x),
-                time=time_index(x.input))
+    hidden = _hidden(h, 3, order_h)
+    if hidden["h_in"] is None:
+        hidden["h_in"] = h_prev  # a constant: the state the folded term was computed from
+    return Step("GRU", out_add, nodes, h_out=out_add.outputs[0], x=x.input, W=_blocks(x.W, 3, order_x),
+                Wb=_blocks(x.b, 3, order_x), time=time_index(x.input),
+                feeds=[*x.feeds, *(h.feeds if isinstance(h, Linear) else ())], **hidden)
+
+
+def _same_constant(a: ir.Value, b: ir.Value) -> bool:
+    """Two constants holding the same array (the legacy exporter writes the zero state once per use)."""
+    x, y = const(a), const(b)
+    return x is not None and y is not None and x.shape == y.shape and np.array_equal(x, y)
 
 
 def find_steps(graph: ir.Graph) -> list[Step]:
