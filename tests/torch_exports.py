@@ -25,10 +25,11 @@ class CellLoop:
 
     @staticmethod
     def make(kind: str, *, bias: bool = True, state: bool = True, nonlinearity: str = "tanh",
-             shared: bool = True, T: int = 6):
+             shared: bool = True, T: int = 6, seed: int = 0):
         torch = _torch()
         cls = {"lstm": torch.nn.LSTMCell, "gru": torch.nn.GRUCell, "rnn": torch.nn.RNNCell}[kind]
         kw = {"nonlinearity": nonlinearity} if kind == "rnn" else {}
+        torch.manual_seed(seed)
         cells = torch.nn.ModuleList([cls(I, H, bias=bias, **kw) for _ in range(1 if shared else T)])
 
         class Loop(torch.nn.Module):
@@ -44,7 +45,6 @@ class CellLoop:
                 y = torch.stack(outs)
                 return (y, s[1]) if kind == "lstm" else y
 
-        torch.manual_seed(0)
         module = Loop().eval()
         g = torch.Generator().manual_seed(1)
         args = [torch.randn(T, N, I, generator=g)]
