@@ -44,6 +44,7 @@ class Fusion:
     new_initializers: list
     what: list
     steps: int
+    where: str = ""
 
 
 @dataclasses.dataclass
@@ -210,7 +211,7 @@ class Planner:
         nodes.append(node)
         return out
 
-    def _build(self, chain, X, direction, W, Wb, R, Rb, lin, states) -> Fusion:
+    def _build(self, chain, X, direction, W, Wb, R, Rb, lin, states) -> "Fusion | NearMiss":
         op, T, first, last = chain[0].op, len(chain), chain[0], chain[-1]
         G, H = len(GATES[op]), R.shape[1]
         stem = self.names(f"{op.lower()}_fused")
@@ -270,9 +271,14 @@ class Planner:
             c = outs[2] if rank == 3 else self._axes("Squeeze", outs[2], [0], f"{stem}_c", nodes, inits)
             replaced.append((last.c_out, c))
         matched = _in_order(self.graph, matched)
+        leak = _leak(matched, {id(old) for old, _ in replaced})
+        if leak is not None:
+            which = "cell state" if any(leak is s.c_out for s in chain) else "value"
+            return NearMiss(op, T, _where(chain), f"the {which} {leak.name!r} is read outside the recurrence between "
+                                                  f"steps (a recurrent node gives only the last one)")
         inputs = _reads(matched)
         what = [f"{T} unrolled {op} step(s) -> one {op} node ({direction}, hidden {H})"]
-        return Fusion(op, node.name, matched, nodes, replaced, inputs, inits, what, T)
+        return Fusion(op, node.name, matched, nodes, replaced, inputs, inits, what, T, _where(chain))
 
     def _stack(self, xs, hint, nodes, inits) -> ir.Value:
         ups = [self._axes("Unsqueeze", x, [0], f"{hint}_{k}", nodes, inits) for k, x in enumerate(xs)]
@@ -360,6 +366,16 @@ def _read_outside(v: ir.Value, matched: list) -> bool:
     return v.is_graph_output() or any(id(u.node) not in ids for u in v.uses())
 
 
+def _leak(matched: list, replaced: set) -> Optional[ir.Value]:
+    """A value the matched nodes compute, read outside them, that the new node does not give."""
+    ids = {id(n) for n in matched}
+    for n in matched:
+        for o in n.outputs:
+            if id(o) not in replaced and (o.is_graph_output() or any(id(u.node) not in ids for u in o.uses())):
+                return o
+    return None
+
+
 def _in_order(graph: ir.Graph, nodes: list) -> list:
     ids = {id(n) for n in nodes}
     return [n for n in graph if id(n) in ids]
@@ -392,6 +408,13 @@ def survey(model: ir.Model) -> tuple[list[Fusion], list[NearMiss]]:
     return fusions, misses
 
 
+def candidates(model: ir.Model) -> list[str]:
+    """One line per recurrence `fuse` would fuse, and per near-miss, for `inspect` and `check`."""
+    fusions, misses = survey(model)
+    return ([f"{f.steps} unrolled {f.op} step(s) at {f.where}; try rnnconv fuse" for f in fusions]
+            + [f"{m} (fuse leaves it alone)" for m in misses])
+
+
 def _overlaps(f: Fusion, fusions: list[Fusion]) -> bool:
     ids = {id(n) for n in f.matched}
     return any(id(n) in ids for g in fusions for n in g.matched)
@@ -420,8 +443,8 @@ class FusePass(RewritePass):
             for f in fusions:
                 counts[f.op] = counts.get(f.op, 0) + 1
             steps = sum(f.steps for f in fusions)
-            changes.insert(0, f"fused {len(fusions)} recurrence(s) ({', '.join(f'{n} {op}' for op, n in counts.items())}"
-                              f") from {steps} unrolled step(s)")
+            kinds = ", ".join(f"{n} {op}" for op, n in counts.items())
+            changes.insert(0, f"fused {len(fusions)} recurrence(s) ({kinds}) from {steps} unrolled step(s)")
         return PassResult(model, bool(fusions), fusions, changes)
 
 

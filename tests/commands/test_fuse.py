@@ -82,9 +82,11 @@ RNN_SLOW = [(layers, bi, bf, bias, state, T, "tanh")
 
 
 def _rnn_params(configs, marks=()):
-    return [pytest.param(*c, marks=marks, id=f"L{c[0]}-{'bi' if c[1] else 'uni'}-{'bf' if c[2] else 'tf'}-"
-                                                f"{'bias' if c[3] else 'nobias'}-{'h0' if c[4] else 'zero'}-T{c[5]}-{c[6]}")
-            for c in configs]
+    def name(layers, bi, bf, bias, state, T, act):
+        return (f"L{layers}-{'bi' if bi else 'uni'}-{'bf' if bf else 'tf'}-{'bias' if bias else 'nobias'}-"
+                f"{'h0' if state else 'zero'}-T{T}-{act}")
+
+    return [pytest.param(*c, marks=marks, id=name(*c)) for c in configs]
 
 
 @pytest.mark.parametrize("layers,bi,bf,bias,state,T,act", _rnn_params(RNN_FAST) + _rnn_params(RNN_SLOW,
