@@ -26,6 +26,7 @@ from rnnconv.dialects.onnx_recurrent import GATES, constant_array, default_opset
 from rnnconv.passes.base import PassResult, RewritePass
 from rnnconv.passes.edit import Names
 from rnnconv.passes.fuse_match import Step, attr, axes_of, const, find_steps, linear, only_user, producer
+from rnnconv.passes.fuse_scan import outer_reads, scan_step
 
 MIN_OPSET = 7  # RNN-7 / GRU-7 / LSTM-7: the versions the fused nodes are written at, or later
 
@@ -221,15 +222,7 @@ class Planner:
             X = self._stack([s.x for s in chain], f"{stem}_X", nodes, inits)
         elif X.shape is not None and isinstance(X.shape[0], int) and X.shape[0] > T:
             X = self._slice0(X, 0, T, f"{stem}_X", nodes, inits)
-        dtype = W.dtype
-        ins = [X, self._const(W[None].astype(dtype), f"{stem}_W", inits),
-               self._const(R[None].astype(dtype), f"{stem}_R", inits)]
-        if Wb is not None or Rb is not None:
-            zero = np.zeros(G * H, dtype)
-            B = np.concatenate([zero if Wb is None else Wb, zero if Rb is None else Rb]).astype(dtype)
-            ins.append(self._const(B[None], f"{stem}_B", inits))
-        else:
-            ins.append(None)
+        ins = self._inputs(X, W, Wb, R, Rb, G, H, stem, inits)
         rank = _rank(first, chain)
         states = states[:2 if op == "LSTM" else 1]
         ins.append(None)  # sequence_lens
@@ -241,11 +234,7 @@ class Planner:
                                                           nodes, inits))
         while ins[-1] is None:
             ins.pop()
-        attrs = {"hidden_size": H, "direction": direction}
-        if op == "RNN" and first.activation != "Tanh":
-            attrs["activations"] = [first.activation]
-        if op == "GRU":
-            attrs["linear_before_reset"] = 1
+        attrs = self._attributes(first, direction, H)
         c_needed = op == "LSTM" and _read_outside(last.c_out, matched)
         node, outs = self._node(op, ins, stem, n_out=3 if c_needed else 1, **attrs)
         if c_needed:
@@ -279,6 +268,52 @@ class Planner:
         inputs = _reads(matched)
         what = [f"{T} unrolled {op} step(s) -> one {op} node ({direction}, hidden {H})"]
         return Fusion(op, node.name, matched, nodes, replaced, inputs, inits, what, T, _where(chain))
+
+    def scan(self, scan: ir.Node, step: Step, direction: str) -> Fusion:
+        """Case 4 (passes/fuse_scan.py): the Scan node as one recurrent node; its outputs from Y, Y_h, Y_c."""
+        op, lstm = step.op, step.op == "LSTM"
+        states = 2 if lstm else 1
+        G, H = len(GATES[op]), step.R.shape[1]
+        stem = self.names(f"{op.lower()}_fused")
+        nodes, inits = [], []
+        ins = self._inputs(scan.inputs[states], step.W, step.Wb, step.R, step.Rb, G, H, stem, inits)
+        ins += [None] + [self._axes("Unsqueeze", v, [0], f"{stem}_initial_{'hc'[k]}", nodes, inits)
+                         for k, v in enumerate(scan.inputs[:states])]
+        node, outs = self._node(op, ins, stem, n_out=3 if lstm else 2, **self._attributes(step, direction, H))
+        nodes.append(node)
+        replaced = []
+        for k, old in enumerate(scan.outputs):
+            if old is None or not (old.uses() or old.is_graph_output()):
+                continue
+            if k < states:  # the final state: Y_h, Y_c
+                replaced.append((old, self._axes("Squeeze", outs[1 + k], [0], f"{stem}_{'hc'[k]}", nodes, inits)))
+            else:
+                replaced.append((old, self._axes("Squeeze", outs[0], [1], f"{stem}_Y{k}", nodes, inits)))
+        reads = [v for v in scan.inputs if v is not None] + outer_reads(attr(scan, "body"))
+        what = [f"Scan of one {op} step -> one {op} node ({direction}, hidden {H})"]
+        return Fusion(op, node.name, [scan], nodes, replaced, reads, inits, what, 1, node_label(scan))
+
+    def _inputs(self, X, W, Wb, R, Rb, G, H, stem, inits) -> list:
+        """X, W, R and B (when there is a bias) of the new node."""
+        dtype = W.dtype
+        ins = [X, self._const(W[None].astype(dtype), f"{stem}_W", inits),
+               self._const(R[None].astype(dtype), f"{stem}_R", inits)]
+        if Wb is not None or Rb is not None:
+            zero = np.zeros(G * H, dtype)
+            B = np.concatenate([zero if Wb is None else Wb, zero if Rb is None else Rb]).astype(dtype)
+            ins.append(self._const(B[None], f"{stem}_B", inits))
+        else:
+            ins.append(None)
+        return ins
+
+    @staticmethod
+    def _attributes(step: Step, direction: str, H: int) -> dict:
+        attrs = {"hidden_size": H, "direction": direction}
+        if step.op == "RNN" and step.activation != "Tanh":
+            attrs["activations"] = [step.activation]
+        if step.op == "GRU":
+            attrs["linear_before_reset"] = 1
+        return attrs
 
     def _stack(self, xs, hint, nodes, inits) -> ir.Value:
         ups = [self._axes("Unsqueeze", x, [0], f"{hint}_{k}", nodes, inits) for k, x in enumerate(xs)]
@@ -397,6 +432,13 @@ def survey(model: ir.Model) -> tuple[list[Fusion], list[NearMiss]]:
     found, misses = chains(find_steps(model.graph))
     planner = Planner(model)
     fusions = []
+    for node in model.graph:
+        if node.op_type == "Scan" and node.domain in ("", "ai.onnx"):
+            got = scan_step(node, planner.opset)
+            if isinstance(got, str):
+                misses.append(NearMiss("Scan", 1, node_label(node), got))
+            elif got is not None:
+                fusions.append(planner.scan(node, *got))
     for chain in found:
         result = planner.plan(chain)
         if isinstance(result, NearMiss):
