@@ -13,7 +13,7 @@ from rnnconv.verification.checks import CheckOptions
 
 # Measured at T = 100, batch 32, 256 -> 256, one thread (benchmarks/fuse.py): onnxruntime's RNN kernel runs the
 # recurrence slower than the unrolled MatMul chain it replaces; OpenVINO runs and compiles the RNN node faster.
-ORT_RNN_NOTE = ("onnxruntime runs a fused RNN node slower than the unrolled steps (its RNN kernel: about 2.5x at "
+ORT_RNN_NOTE = ("onnxruntime runs a fused RNN node slower than the unrolled steps (its RNN kernel: about 2x at "
                 "T=100, batch 32, hidden 256), though it loads the model much faster; OpenVINO runs and compiles it "
                 "faster")
 

@@ -235,27 +235,27 @@ class Planner:
         while ins[-1] is None:
             ins.pop()
         attrs = self._attributes(first, direction, H)
-        c_needed = op == "LSTM" and _read_outside(last.c_out, matched)
-        node, outs = self._node(op, ins, stem, n_out=3 if c_needed else 1, **attrs)
-        if c_needed:
-            outs[1].name = ""
-        nodes.append(node)
-        Ys = self._axes("Squeeze", outs[0], [1], f"{stem}_Y", nodes, inits)
         time = (lambda k: k) if direction == "forward" else (lambda k: T - 1 - k)
-        replaced = []
-        for concat, inner in self._concats(chain, time, rank, matched):
+        concats = list(self._concats(chain, time, rank, matched))
+        for concat, inner in concats:
             matched.extend([concat, *inner])
-            replaced.append((concat.outputs[0], Ys))
-        for k, s in enumerate(chain):
-            if _read_outside(s.h_out, matched):
-                t = time(k)
-                if rank == 3:
-                    new = self._slice0(Ys, t, t + 1, f"{stem}_h{k}", nodes, inits)
-                else:
-                    idx = self._const(np.array(t, np.int64), f"{stem}_t{k}", inits)
-                    g, (new,) = self._node("Gather", [Ys, idx], f"{stem}_h{k}", axis=0)
-                    nodes.append(g)
-                replaced.append((s.h_out, new))
+        c_needed = op == "LSTM" and _read_outside(last.c_out, matched)
+        node, outs = self._node(op, ins, stem, n_out=3 if c_needed else 2, **attrs)
+        nodes.append(node)
+        read = [k for k, s in enumerate(chain) if _read_outside(s.h_out, matched)]
+        Ys = (self._axes("Squeeze", outs[0], [1], f"{stem}_Y", nodes, inits)
+              if concats or any(k != T - 1 for k in read) else None)
+        replaced = [(concat.outputs[0], Ys) for concat, _ in concats]
+        for k in read:
+            if k == T - 1:  # the last step's state: Y_h (either direction)
+                new = outs[1] if rank == 3 else self._axes("Squeeze", outs[1], [0], f"{stem}_h", nodes, inits)
+            elif rank == 3:
+                new = self._slice0(Ys, time(k), time(k) + 1, f"{stem}_h{k}", nodes, inits)
+            else:
+                idx = self._const(np.array(time(k), np.int64), f"{stem}_t{k}", inits)
+                g, (new,) = self._node("Gather", [Ys, idx], f"{stem}_h{k}", axis=0)
+                nodes.append(g)
+            replaced.append((chain[k].h_out, new))
         if c_needed:
             c = outs[2] if rank == 3 else self._axes("Squeeze", outs[2], [0], f"{stem}_c", nodes, inits)
             replaced.append((last.c_out, c))
