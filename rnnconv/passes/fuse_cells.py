@@ -26,7 +26,7 @@ from rnnconv.dialects.onnx_recurrent import GATES, constant_array, default_opset
 from rnnconv.passes.base import PassResult, RewritePass
 from rnnconv.passes.edit import Names
 from rnnconv.passes.fuse_match import Step, attr, axes_of, const, find_steps, linear, only_user, producer
-from rnnconv.passes.fuse_scan import outer_reads, scan_step
+from rnnconv.passes.fuse_scan import BodyStep, body_step, outer_reads
 
 MIN_OPSET = 7  # RNN-7 / GRU-7 / LSTM-7: the versions the fused nodes are written at, or later
 
@@ -269,28 +269,29 @@ class Planner:
         what = [f"{T} unrolled {op} step(s) -> one {op} node ({direction}, hidden {H})"]
         return Fusion(op, node.name, matched, nodes, replaced, inputs, inits, what, T, _where(chain))
 
-    def scan(self, scan: ir.Node, step: Step, direction: str) -> Fusion:
-        """Case 4 (passes/fuse_scan.py): the Scan node as one recurrent node; its outputs from Y, Y_h, Y_c."""
+    def body(self, scan: ir.Node, found: BodyStep) -> Fusion:
+        """Case 4 (passes/fuse_scan.py): the Scan or Loop node as one recurrent node; its outputs from Y, Y_h,
+        Y_c."""
+        step, direction = found.step, found.direction
         op, lstm = step.op, step.op == "LSTM"
-        states = 2 if lstm else 1
         G, H = len(GATES[op]), step.R.shape[1]
         stem = self.names(f"{op.lower()}_fused")
         nodes, inits = [], []
-        ins = self._inputs(scan.inputs[states], step.W, step.Wb, step.R, step.Rb, G, H, stem, inits)
+        ins = self._inputs(found.X, step.W, step.Wb, step.R, step.Rb, G, H, stem, inits)
         ins += [None] + [self._axes("Unsqueeze", v, [0], f"{stem}_initial_{'hc'[k]}", nodes, inits)
-                         for k, v in enumerate(scan.inputs[:states])]
+                         for k, v in enumerate(found.initial)]
         node, outs = self._node(op, ins, stem, n_out=3 if lstm else 2, **self._attributes(step, direction, H))
         nodes.append(node)
         replaced = []
         for k, old in enumerate(scan.outputs):
             if old is None or not (old.uses() or old.is_graph_output()):
                 continue
-            if k < states:  # the final state: Y_h, Y_c
+            if k < len(found.initial):  # the final state: Y_h, Y_c
                 replaced.append((old, self._axes("Squeeze", outs[1 + k], [0], f"{stem}_{'hc'[k]}", nodes, inits)))
             else:
                 replaced.append((old, self._axes("Squeeze", outs[0], [1], f"{stem}_Y{k}", nodes, inits)))
         reads = [v for v in scan.inputs if v is not None] + outer_reads(attr(scan, "body"))
-        what = [f"Scan of one {op} step -> one {op} node ({direction}, hidden {H})"]
+        what = [f"{scan.op_type} of one {op} step -> one {op} node ({direction}, hidden {H})"]
         return Fusion(op, node.name, [scan], nodes, replaced, reads, inits, what, 1, node_label(scan))
 
     def _inputs(self, X, W, Wb, R, Rb, G, H, stem, inits) -> list:
@@ -433,12 +434,12 @@ def survey(model: ir.Model) -> tuple[list[Fusion], list[NearMiss]]:
     planner = Planner(model)
     fusions = []
     for node in model.graph:
-        if node.op_type == "Scan" and node.domain in ("", "ai.onnx"):
-            got = scan_step(node, planner.opset)
+        if node.op_type in ("Scan", "Loop") and node.domain in ("", "ai.onnx"):
+            got = body_step(node, planner.opset)
             if isinstance(got, str):
-                misses.append(NearMiss("Scan", 1, node_label(node), got))
+                misses.append(NearMiss(node.op_type, 1, node_label(node), got))
             elif got is not None:
-                fusions.append(planner.scan(node, *got))
+                fusions.append(planner.body(node, got))
     for chain in found:
         result = planner.plan(chain)
         if isinstance(result, NearMiss):
