@@ -10,10 +10,10 @@ from rnnconv.cli.options import option
 @option("--external-data", is_flag=True, help="Keep the weights in OUT.data beside OUT (the default when the "
                                               "source has external data or its weights pass 1.8 GB).")
 def command(external_data):
-    """Turn recurrences written out as primitive ops back into ONNX RNN/GRU/LSTM nodes: nn.LSTMCell, nn.GRUCell
-    and nn.RNNCell applied step by step (both PyTorch exporters), dynamo's unrolled nn.RNN. A step is fused only
-    when the match proves the cell (shared weights, activations, gate order); near-misses are reported. Exit 3
-    when there is nothing to fuse.
+    """Turn each recurrence MODEL writes out as primitive ops back into one ONNX RNN/GRU/LSTM node: nn.LSTMCell,
+    nn.GRUCell and nn.RNNCell applied step by step (both PyTorch exporters), dynamo's unrolled nn.RNN, Scan and
+    Loop bodies of one cell step. A chain is fused only when the match proves the cell (shared weights,
+    activations, gate roles); near-misses are left alone and reported. Exit 3 when there is nothing to fuse.
 
     \b
     Example: rnnconv fuse fixtures/fuse/lstm_cell_dynamo.onnx -o out/lstm_fused.onnx
