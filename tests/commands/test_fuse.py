@@ -152,3 +152,34 @@ def test_python_api(tmp_path):
     src = export(module, args, tmp_path / "m.onnx", "dynamo")
     result = rnnconv.fuse(str(src))
     assert result.report.ok and [r["op"] for r in result.report.rewrites] == ["GRU"]
+
+
+@pytest.mark.parametrize("case", ["gru-cell", "rnn-two-layers-batch-first"])
+def test_free_sequence_runs_at_other_lengths_as_torch_does(tmp_path, case):
+    if case == "gru-cell":
+        module, args = CellLoop.make("gru", T=6)
+    else:
+        module, args = nn_rnn(layers=2, batch_first=True, state=True, T=6)
+    src = export(module, args, tmp_path / "m.onnx", "dynamo")
+    out = tmp_path / "free.onnx"
+    code, stdout, stderr = run_cli(["fuse", src, "-o", out, "--free-sequence"])
+    assert code == 0, stdout + stderr
+    assert "sequence length freed on request (an interface change)" in stdout
+    time_axis = 1 if case != "gru-cell" else 0
+    x = args[0]
+    for T in (1, 11):
+        shape = list(x.shape)
+        shape[time_axis] = T
+        longer = (torch.randn(*shape, generator=torch.Generator().manual_seed(T)),) + args[1:]
+        feeds = {i.name: a.numpy() for i, a in zip(onnx.load(str(out)).graph.input, longer)}
+        got = list(run_onnxruntime(out, feeds).values())
+        for g, w in zip(got, outputs(module, longer)):
+            np.testing.assert_allclose(g, w, atol=1e-5, rtol=1e-5)
+
+
+def test_free_sequence_refuses_a_reverse_recurrence(tmp_path):
+    module, args = nn_rnn(bidirectional=True, T=4)
+    src = export(module, args, tmp_path / "m.onnx", "dynamo")
+    code, _, stderr = run_cli(["fuse", src, "-o", tmp_path / "out.onnx", "--free-sequence"])
+    assert code == 3 and "cannot free the sequence length" in stderr and "do not run forward" in stderr
+    assert not (tmp_path / "out.onnx").exists()
