@@ -97,9 +97,11 @@ class Planner:
         self.opset = default_opset(model)
         self.names = Names(model.graph)
 
-    def plan(self, chain: list[Step]) -> "Fusion | NearMiss":
+    def plan(self, chain: list[Step]) -> "Fusion | NearMiss | None":
         op, T = chain[0].op, len(chain)
         miss = lambda why: NearMiss(op, T, _where(chain), why)  # noqa: E731
+        if T == 1 and op == "RNN" and chain[0].time is None and chain[0].projected is None:
+            return None  # act(W x + R h) alone, not reading a sequence: a layer, not a recurrence
         if self.opset < MIN_OPSET:
             return miss(f"the model is at opset {self.opset}; fuse writes {op}-{MIN_OPSET} or later (upgrade it "
                         "first)")
@@ -442,6 +444,8 @@ def survey(model: ir.Model) -> tuple[list[Fusion], list[NearMiss]]:
                 fusions.append(planner.body(node, got))
     for chain in found:
         result = planner.plan(chain)
+        if result is None:
+            continue
         if isinstance(result, NearMiss):
             misses.append(result)
         elif _overlaps(result, fusions):

@@ -110,3 +110,18 @@ def test_survey_counts_steps_without_changing_the_model():
     fusions, misses = survey(model)
     assert [(f.op, f.steps) for f in fusions] == [("LSTM", T)] and not misses
     assert len(list(model.graph)) == before
+
+
+def test_one_tanh_of_two_products_that_reads_no_sequence_is_not_an_rnn():
+    from rnnconv import io
+    from rnnconv.passes.fuse_cells import survey
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((H, H)).astype(np.float32), n) for n in ("wa", "wb")]
+    nodes = [helper.make_node("Gemm", ["a", "wa"], ["pa"], transB=1), helper.make_node("Gemm", ["b", "wb"], ["pb"]),
+             helper.make_node("Add", ["pa", "pb"], ["s"]), helper.make_node("Tanh", ["s"], ["y"])]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [N, H])
+                                             for n in ("a", "b")],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [N, H])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    assert survey(io.load(model)) == ([], [])
