@@ -86,6 +86,29 @@ def unrolled(op: str, T: int, N: int, I: int, H: int, seed: int = 0) -> onnx.Mod
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
 
 
+def dynamo_rnn(path: str, T: int, N: int, H: int) -> bool:
+    """torch's nn.RNN(H, H) over x [T, N, H] through the dynamo exporter (which unrolls it); False without torch."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    import contextlib
+    import io
+    import logging
+    import warnings
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        torch.onnx.export(torch.nn.RNN(H, H).eval(), (torch.randn(T, N, H),), path, dynamo=True, input_names=["x"])
+    onnx.save(onnx.load(path), path)  # one file
+    if os.path.exists(path + ".data"):
+        os.remove(path + ".data")
+    return True
+
+
 def ort_load_and_run(path: str, feeds: dict, runs: int):
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
@@ -129,19 +152,26 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=100)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--size", type=int, default=256)
-    ap.add_argument("--ops", default="LSTM,GRU,RNN")
+    ap.add_argument("--ops", default="LSTM,GRU,RNN,nn.RNN",
+                    help="nn.RNN: torch's nn.RNN as the dynamo exporter unrolls it (needs torch)")
     args = ap.parse_args()
     T, N, H = args.seq, args.batch, args.size
     rng = np.random.default_rng(1)
     print(f"T={T}, batch {N}, {H} -> {H}, {THREADS} thread(s); ratio = unrolled / fused")
-    print(f"{'op':5} {'runtime':12} {'what':8} {'unrolled':>10} {'fused':>10} {'ratio':>7}")
+    print(f"{'op':6} {'runtime':12} {'what':8} {'unrolled':>10} {'fused':>10} {'ratio':>7}")
     with tempfile.TemporaryDirectory() as folder:
         for op in args.ops.split(","):
             src, out = os.path.join(folder, f"{op}.onnx"), os.path.join(folder, f"{op}_fused.onnx")
-            onnx.save(unrolled(op, T, N, H, H), src)
-            rnnconv.fuse(src, out, verify="none")
             feeds = {"x": rng.standard_normal((T, N, H)).astype(np.float32),
                      "h": rng.standard_normal((N, H)).astype(np.float32)}
+            if op == "nn.RNN":
+                if not dynamo_rnn(src, T, N, H):
+                    print(f"{op:6} (torch not installed)")
+                    continue
+                del feeds["h"]
+            else:
+                onnx.save(unrolled(op, T, N, H, H), src)
+            rnnconv.fuse(src, out, verify="none")
             if op == "LSTM":
                 feeds["c"] = rng.standard_normal((N, H)).astype(np.float32)
             for runtime in ("onnxruntime", "openvino"):
@@ -156,12 +186,12 @@ def main() -> None:
                             pairs = []
                             break
                 if not pairs:
-                    print(f"{op:5} {runtime:12} (not installed)")
+                    print(f"{op:6} {runtime:12} (not installed)")
                     continue
                 run_ms, run_cpu = median_ms([p[1] for p in pairs], args.runs)
                 load_ms = [p[0] * 1e3 for p in pairs]
                 for what, (a, b) in (("run", run_ms), ("run cpu", run_cpu), ("load", load_ms)):
-                    print(f"{op:5} {runtime:12} {what:8} {a:9.1f}ms {b:9.1f}ms {a / b:6.2f}x")
+                    print(f"{op:6} {runtime:12} {what:8} {a:9.1f}ms {b:9.1f}ms {a / b:6.2f}x")
 
 
 if __name__ == "__main__":

@@ -54,10 +54,11 @@ class CellLoop:
 
 
 def nn_rnn(*, layers: int = 1, bidirectional: bool = False, batch_first: bool = False, bias: bool = True,
-           state: bool = False, nonlinearity: str = "tanh", T: int = 6):
-    """An nn.RNN and its example inputs (x, and h0 when `state`)."""
+           state: bool = False, nonlinearity: str = "tanh", T: int = 6, size: int = H):
+    """An nn.RNN (input and hidden `size`) and its example inputs (x, and h0 when `state`)."""
     torch = _torch()
     torch.manual_seed(0)
+    I, H = size if size != globals()["H"] else globals()["I"], size
     rnn = torch.nn.RNN(I, H, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first, bias=bias,
                        nonlinearity=nonlinearity)
 

@@ -120,13 +120,18 @@ def other(node: ir.Node, v: ir.Value) -> Optional[ir.Value]:
 
 
 def const(v: Optional[ir.Value], feeds: Optional[list] = None) -> Optional[np.ndarray]:
-    """The constant `v` holds, through Identity nodes (the legacy exporter's shared weights); the Identity nodes
-    passed are added to `feeds`."""
-    seen = []
-    while v is not None and v.const_value is None and producer(v, "Identity") is not None:
-        seen.append(v.producer())
-        v = v.producer().inputs[0]
+    """The constant `v` holds, through Identity and Transpose nodes (the legacy exporter's shared weights, the
+    dynamo exporter's transposed big weights); the nodes passed are added to `feeds`."""
+    seen, perms = [], []
+    while v is not None and v.const_value is None and producer(v, "Identity", "Transpose") is not None:
+        node = v.producer()
+        seen.append(node)
+        if node.op_type == "Transpose":
+            perms.append(attr(node, "perm"))
+        v = node.inputs[0]
     a = constant_array(v)
+    for perm in reversed(perms):  # innermost first
+        a = None if a is None else np.transpose(a, None if perm is None else list(perm))
     if a is not None and feeds is not None:
         feeds.extend(seen)
     return a

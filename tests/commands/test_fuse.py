@@ -97,6 +97,14 @@ def test_dynamo_unrolled_rnn_fuses(tmp_path, layers, bi, bf, bias, state, T, act
     fuse_and_check(tmp_path, module, args, "dynamo", "RNN", layers * (2 if bi else 1))
 
 
+def test_dynamo_rnn_with_big_weights_fuses(tmp_path):
+    """Past a size, dynamo keeps the zero initial state and the recurrent weight's Transpose in the graph."""
+    module, args = nn_rnn(size=100, T=6)
+    src = export(module, args, tmp_path / "src.onnx", "dynamo")
+    assert "Transpose" in {n.op_type for n in onnx.load(str(src)).graph.node}
+    fuse_and_check(tmp_path, module, args, "dynamo", "RNN", 1)
+
+
 @pytest.mark.parametrize("exporter", ["legacy", "dynamo"])
 @pytest.mark.parametrize("cls", ["LSTM", "GRU"])
 def test_recurrent_layers_exported_whole_have_nothing_to_fuse(tmp_path, exporter, cls):
