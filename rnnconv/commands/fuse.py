@@ -43,9 +43,11 @@ def fuse(source, output=None, *, free_sequence: bool = False, verify: str = "ful
     fusions, misses = survey(model)
     if not fusions:
         why = "; ".join(str(m) for m in misses)
+        nodes = onnx_recurrent.find(model)
+        have = f"; its {len(nodes)} recurrent node(s) are ONNX recurrent nodes already" if nodes else ""
         raise Unsupported("nothing to fuse: " + (why if why else "the model holds no unrolled RNN, GRU or LSTM step "
                                                  "that fuse recognizes (cells applied step by step, dynamo's "
-                                                 "unrolled nn.RNN)"))
+                                                 "unrolled nn.RNN, Scan or Loop bodies of one step)") + have)
     options = CheckOptions.of(**check)
     paths = (source,) if isinstance(source, (str, os.PathLike)) else ()
     if free_sequence and output is not None:
