@@ -432,7 +432,14 @@ def _reads(nodes: list) -> list:
 
 def survey(model: ir.Model) -> tuple[list[Fusion], list[NearMiss]]:
     """What `fuse` would do to the model's main graph: the fusions and the near-misses, nothing changed."""
-    found, misses = chains(find_steps(model.graph))
+    partial: list = []
+    found, misses = chains(find_steps(model.graph, partial))
+    groups: dict = {}
+    for m in partial:  # one line per kind of mismatch, not per step
+        groups.setdefault((m.op, m.why), []).append(m.anchor)
+    for (op, why), anchors in groups.items():
+        a, b = node_label(anchors[0]), node_label(anchors[-1])
+        misses.append(NearMiss(op, len(anchors), a if a == b else f"{a}..{b}", why))
     planner = Planner(model)
     fusions = []
     for node in model.graph:

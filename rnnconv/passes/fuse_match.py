@@ -299,46 +299,58 @@ def _x_fields(x: Optional[Linear], projected: Optional[TimeIndex]) -> dict:
 
 # -- Case 2: LSTM ------------------------------------------------------------------------------------------------
 
-def lstm_step(split: ir.Node) -> Optional[Step]:
+@dataclasses.dataclass
+class Miss:
+    """A step-like match that is not the cell: the node it was found at, and what did not match."""
+
+    op: str
+    anchor: ir.Node
+    why: str
+
+
+def lstm_step(split: ir.Node) -> "Step | Miss | None":
     gates = split.inputs[0]
     add = producer(gates, "Add")
     if add is None or _split(gates, 4) is not split:
         return None
-    acts = [only_user(o, "Sigmoid", "Tanh") for o in split.outputs]
-    if any(a is None for a in acts) or sorted(a.op_type for a in acts) != ["Sigmoid", "Sigmoid", "Sigmoid", "Tanh"]:
-        return None
     pair = _hidden_and_x(add)
     if pair is None:
         return None
-    h, x = pair
+    h, x = pair  # from here on, the products of an LSTM cell: what differs is reported
+    acts = [only_user(o) for o in split.outputs]
+    kinds = sorted(a.op_type if a is not None else "(several readers)" for a in acts)
+    if kinds != ["Sigmoid", "Sigmoid", "Sigmoid", "Tanh"]:
+        return Miss("LSTM", split, f"its four gates go to {', '.join(kinds)}, not Sigmoid, Sigmoid, Sigmoid, Tanh "
+                                   "(LSTM's default activations)")
     g = next(k for k, a in enumerate(acts) if a.op_type == "Tanh")
     g_out = acts[g].outputs[0]
+    update = "the cell state is not updated as c' = f*c + i*g"
     mul_ig = only_user(g_out, "Mul")
     if mul_ig is None:
-        return None
+        return Miss("LSTM", split, update)
     i = next((k for k, a in enumerate(acts) if a.op_type == "Sigmoid" and other(mul_ig, g_out) is a.outputs[0]),
              None)
     c_add = only_user(mul_ig.outputs[0], "Add")
     if i is None or c_add is None:
-        return None
+        return Miss("LSTM", split, update)
     mul_fc = producer(other(c_add, mul_ig.outputs[0]), "Mul")
     f = next((k for k, a in enumerate(acts) if k != i and a.op_type == "Sigmoid" and mul_fc is not None
               and a.outputs[0] in mul_fc.inputs), None)
     if f is None:
-        return None
+        return Miss("LSTM", split, update)
     c_in = other(mul_fc, acts[f].outputs[0])
     c_out = c_add.outputs[0]
     tanh_c = next((n for n in users(c_out) if n.op_type == "Tanh"), None)
     mul_oc = only_user(tanh_c.outputs[0], "Mul") if tanh_c is not None else None
     o = next((k for k in range(4) if k not in (i, f, g)), None)
     if mul_oc is None or other(mul_oc, tanh_c.outputs[0]) is not acts[o].outputs[0]:
-        return None
+        return Miss("LSTM", split, "its output is not h' = o*Tanh(c')")
     h_nodes = h.nodes if isinstance(h, Linear) else []
     nodes = [*x.nodes, *h_nodes, add, split, *acts, mul_ig, mul_fc, c_add, tanh_c, mul_oc]
     internal = [gates, *split.outputs, *(a.outputs[0] for a in acts), mul_ig.outputs[0], mul_fc.outputs[0],
                 tanh_c.outputs[0], *(n.outputs[0] for n in [*x.nodes, *h_nodes])]
     if not _inside(internal, nodes):
-        return None
+        return Miss("LSTM", split, "a value inside the step is read outside it")
     order = [i, o, f, g]  # ONNX's i, o, f, c
     return Step("LSTM", mul_oc, nodes, h_out=mul_oc.outputs[0], x=x.input, W=_blocks(x.W, 4, order),
                 Wb=_blocks(x.b, 4, order), c_in=c_in, c_out=c_out, time=time_index(x.input),
@@ -422,8 +434,9 @@ def _same_constant(a: ir.Value, b: ir.Value) -> bool:
     return x is not None and y is not None and x.shape == y.shape and np.array_equal(x, y)
 
 
-def find_steps(graph: ir.Graph) -> list[Step]:
-    """Every step of every form in `graph` (its own nodes, not its subgraphs'), in graph order."""
+def find_steps(graph: ir.Graph, misses: Optional[list] = None) -> list[Step]:
+    """Every step of every form in `graph` (its own nodes, not its subgraphs'), in graph order; step-like matches
+    that are not the cell go to `misses` (Miss) when given."""
     steps = []
     for node in graph:
         if node.domain not in ("", "ai.onnx"):
@@ -435,6 +448,9 @@ def find_steps(graph: ir.Graph) -> list[Step]:
             step = lstm_step(node)
         elif node.op_type == "Sub":
             step = gru_step(node)
-        if step is not None:
+        if isinstance(step, Miss):
+            if misses is not None:
+                misses.append(step)
+        elif step is not None:
             steps.append(step)
     return steps

@@ -125,3 +125,17 @@ def test_one_tanh_of_two_products_that_reads_no_sequence_is_not_an_rnn():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [N, H])], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
     assert survey(io.load(model)) == ([], [])
+
+
+def test_an_lstm_like_step_with_other_activations_is_reported():
+    from rnnconv import io
+    from rnnconv.passes.fuse_cells import survey
+
+    model = lstm_steps()
+    for node in model.graph.node:
+        if node.op_type == "Tanh" and node.input[0].endswith("_g"):
+            node.op_type = "Relu"  # the candidate gate: not LSTM's default g
+    fusions, misses = survey(io.load(model))
+    assert not fusions and len(misses) == 1
+    assert str(misses[0]).startswith(f"{T} LSTM step(s) at ")
+    assert "its four gates go to Relu, Sigmoid, Sigmoid, Sigmoid" in str(misses[0])
