@@ -1,7 +1,7 @@
 """rnnconv: move recurrent layers (ONNX GRU, LSTM, RNN) between conventions, and prove the numbers were kept.
 
 Public API (each takes a path, a ModelProto or an onnx_ir Model; converting calls return a Result with `.model`
-and `.report`): upgrade, downgrade, convert_layout, dequantize, to_openvino, from_openvino, verify, check, inspect.
+and `.report`): upgrade, downgrade, convert_layout, dequantize, to_openvino, from_openvino, verify, check, inspect, fuse.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ _API = {
     "verify": "rnnconv.commands.verify",
     "check": "rnnconv.commands.check",
     "inspect": "rnnconv.commands.inspect",
+    "fuse": "rnnconv.commands.fuse",
 }
 
 __all__ = [*_API, "__version__"]

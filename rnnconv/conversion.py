@@ -23,6 +23,7 @@ from rnnconv import io, schemas
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.errors import RnnconvError, Unsupported, UsageError, VerificationFailed
 from rnnconv.passes.base import Pass, Rewrite, RewritePass
+from rnnconv.passes.fuse_cells import Fusion
 from rnnconv.passes.transpose_fold import FoldTransposes
 from rnnconv.verification import VERIFY_MODES, checks, extract
 from rnnconv.verification.model import onnx_model
@@ -130,6 +131,8 @@ def missing_step(command: str, message: str, before: int, after: int) -> Unsuppo
 
 def node_pair(model: ir.Model, r: Rewrite, subject: str) -> checks.NodePair:
     """The rewritten node alone and its replacement alone, as models with the same inputs and output names."""
+    if isinstance(r, Fusion):
+        return fusion_pair(model, r, subject)
     rn = r.original
     keys = [k for k in r.outputs if rn.outputs.get(k) is not None]
     inputs = [v for v in rn.node.inputs if v is not None]
@@ -143,6 +146,18 @@ def node_pair(model: ir.Model, r: Rewrite, subject: str) -> checks.NodePair:
                             max(model.ir_version, schemas.min_ir_version(after_opsets.get("", 1))),
                             output_names=[rn.outputs[k].name for k in keys], shapes=shapes)
     return checks.NodePair(subject, onnx_model(before), onnx_model(after), checks.precision_for(model, [rn]))
+
+
+def fusion_pair(model: ir.Model, f: Fusion, subject: str) -> checks.NodePair:
+    """The nodes a fusion matched and the ones that replace them, as models with the same inputs and outputs."""
+    opsets, version = dict(model.opset_imports), max(model.ir_version, 4)
+    olds, news = [old for old, _ in f.replaced], [new for _, new in f.replaced]
+    before = extract.extract(f.matched, f.inputs, olds, opsets, version)
+    if any(a.type == ir.AttributeType.GRAPH for n in f.matched for a in n.attributes.values()):
+        # A body reads captured weights by name: through a proto, it reads the extracted model's copies.
+        before = ir.serde.deserialize_model(ir.serde.serialize_model(before))
+    after = extract.extract(f.nodes, f.inputs, news, opsets, version, output_names=[v.name for v in olds])
+    return checks.NodePair(subject, onnx_model(before), onnx_model(after), checks.precision_for(model, []))
 
 
 def convert(source, output, *, command: str, passes: Sequence[Pass], verify: str = "full",
@@ -178,7 +193,8 @@ def convert(source, output, *, command: str, passes: Sequence[Pass], verify: str
         for p in passes:
             if isinstance(p, RewritePass):
                 def observe(r: Rewrite, p=p):
-                    report.rewrites.append({"node": r.name, "op": r.original.op, "what": "; ".join(r.what)})
+                    op = r.op if isinstance(r, Fusion) else r.original.op
+                    report.rewrites.append({"node": r.name, "op": op, "what": "; ".join(r.what)})
                     if verify != "none":
                         subject = f"node {r.name}" + (f" ({r.what[0]})" if len(rewriting) > 1 else "")
                         pairs.append(node_pair(model, r, subject))

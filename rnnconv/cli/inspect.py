@@ -24,6 +24,8 @@ def command(model, as_json):
         return
     opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in info["opset_import"].items())
     click.echo(f"{model}: IR version {info['ir_version']}, opsets: {opsets}")
+    for line in info["unrolled"]:
+        click.echo(f"unrolled: {line}")
     if not info["nodes"]:
         click.echo("no recurrent nodes")
         return

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rnnconv import io, schemas
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
+from rnnconv.passes.fuse_cells import candidates
 from rnnconv.errors import UsageError
 from rnnconv.passes import settle_ifs
 from rnnconv.runtimes import REFUSES, TARGETS, Finding, node_findings, quantized_findings
@@ -126,7 +127,7 @@ def check(model, targets: Iterable[str] = TARGETS) -> dict:
     nodes, quantized = onnx_recurrent.find(m), onnx_quantized.find(m)
     found = _findings(m, nodes, quantized, targets, _label(model))
     return {"model": _label(model), "targets": targets, "recurrent_nodes": len(nodes) + len(quantized),
-            "ok": not found, "findings": [f.as_dict() for f in found]}
+            "ok": not found, "findings": [f.as_dict() for f in found], "unrolled": candidates(m)}
 
 
 def lines(report: dict) -> list[str]:
@@ -140,6 +141,7 @@ def lines(report: dict) -> list[str]:
         for f in mine:
             out.append(f"  {f['node']} ({f['op']}-{f['version']}): {f['effect']}: {f['problem']}")
             out.append(f"      fix: {f['fix']}")
+    out.extend(f"unrolled: {line}" for line in report.get("unrolled", ()))
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rnnconv import io
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
+from rnnconv.passes.fuse_cells import candidates
 from rnnconv.runtimes import node_findings, quantized_findings
 
 
@@ -49,4 +50,5 @@ def inspect(model) -> dict:
         "ir_version": m.ir_version,
         "opset_import": dict(m.opset_imports),
         "nodes": [describe(rn) for rn in [*onnx_recurrent.find(m, io.source_name(model)), *onnx_quantized.find(m)]],
+        "unrolled": candidates(m),  # recurrences written out as primitive ops
     }

@@ -1,0 +1,134 @@
+"""`fuse`: recurrences written out as primitive ops (cells applied in a Python loop, dynamo's unrolled nn.RNN)
+come back as ONNX RNN / GRU / LSTM nodes, checked like every rewrite: the matched nodes against the new node and
+its glue, then the whole model (rnnconv.passes.fuse_cells says what is matched and what is left alone)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import onnx_ir as ir
+
+from rnnconv import conversion, io
+from rnnconv.dialects import onnx_recurrent
+from rnnconv.errors import Unsupported
+from rnnconv.passes import free_sequence as freeing
+from rnnconv.passes.fuse_cells import FusePass, survey
+from rnnconv.verification import engines
+from rnnconv.verification.checks import CheckOptions, input_sets
+from rnnconv.verification.model import onnx_model
+from rnnconv.verification.results import compare_outputs
+from rnnconv.verification.specs import input_specs
+
+LONGER = 3  # the freed model also runs this many steps longer, checked on the export's steps
+
+# Measured at T = 100, batch 32, 256 -> 256, one thread (benchmarks/fuse.py): onnxruntime's RNN kernel runs the
+# recurrence slower than the unrolled MatMul chain it replaces; OpenVINO runs and compiles the RNN node faster.
+ORT_RNN_NOTE = ("onnxruntime runs a fused RNN node slower than the unrolled steps (its RNN kernel: about 2x at "
+                "T=100, batch 32, hidden 256), though it loads the model much faster; OpenVINO runs and compiles it "
+                "faster")
+
+
+def fuse(source, output=None, *, free_sequence: bool = False, verify: str = "full", force: bool = False,
+         external_data: Optional[bool] = None, progress=None, **check) -> conversion.Result:
+    """Replace each chain of unrolled recurrent steps of `source` by one ONNX RNN/GRU/LSTM node (and the glue that
+    keeps the interface); Unsupported when there is none to fuse, with the near-misses and why.
+
+    `free_sequence`: also make the sequence length the export froze symbolic (an interface change, stated in the
+    report; refused unless every recurrent node runs forward over a graph input, see passes/free_sequence.py).
+    `check`: how rewrites are verified (seed, runs, dims, ranges, inputs, atol, rtol: see CheckOptions)."""
+    model = conversion.load(source)
+    fusions, misses = survey(model)
+    if not fusions:
+        why = "; ".join(str(m) for m in misses)
+        nodes = onnx_recurrent.find(model)
+        have = f"; its {len(nodes)} recurrent node(s) are ONNX recurrent nodes already" if nodes else ""
+        raise Unsupported("nothing to fuse: " + (why if why else "the model holds no unrolled RNN, GRU or LSTM step "
+                                                 "that fuse recognizes (cells applied step by step, dynamo's "
+                                                 "unrolled nn.RNN, Scan or Loop bodies of one step)") + have)
+    options = CheckOptions.of(**check)
+    paths = (source,) if isinstance(source, (str, os.PathLike)) else ()
+    if free_sequence and output is not None:
+        io.guard_output(Path(output), force=force, inputs=paths)
+    result = conversion.convert(source, None if free_sequence else output, command="fuse", passes=[FusePass()],
+                                verify=verify, options=options, force=force, external_data=external_data,
+                                progress=progress, loaded=model)
+    if any(f.op == "RNN" for f in fusions):
+        result.report.notes.append(ORT_RNN_NOTE)
+    if free_sequence:
+        _free(result, source, options)
+        if output is not None:
+            io.save(result.model, output, force=force, inputs=paths, external_data=external_data)
+            result.report.output = str(output)
+    return result
+
+
+def _free(result: conversion.Result, source, options: CheckOptions) -> None:
+    """Free the sequence length of the fused model, then check it: at the export's length against the source,
+    and on a longer sequence whose first steps are the same inputs (a forward recurrence's first outputs depend on
+    the first inputs alone) against the source on those steps."""
+    model, report = result.model, result.report
+    axes = freeing.sequence_axes(model)
+    backward = [onnx_recurrent.node_label(n) for n in model.graph if n.op_type in onnx_recurrent.OPS
+                and (n.attributes.get("direction") is not None and n.attributes["direction"].value != "forward")]
+    if backward:
+        raise Unsupported(f"cannot free the sequence length: {', '.join(backward)} do not run forward (a freed model "
+                          f"is checked on longer sequences whose first steps are the source's)")
+    original = conversion.load(source) if not isinstance(source, ir.Model) else conversion.original_copy(model, source)
+    T = freeing.free(axes)
+    declared = [v.shape for v in model.graph.outputs]
+    outputs = set(id(v) for v in model.graph.outputs)
+    for node in model.graph:  # shapes inferred at the frozen length would contradict the longer runs
+        for v in node.outputs:
+            if id(v) not in outputs:
+                v.shape = None
+    for v in model.graph.outputs:
+        v.shape = None
+    feeds, _ = input_sets(input_specs(onnx_model(original)), options)[0]
+    rng = np.random.default_rng(options.seed + 1)
+    longer = dict(feeds)
+    for value, axis in axes:
+        x = feeds[value.name]
+        more = list(x.shape)
+        more[axis] = LONGER
+        longer[value.name] = np.concatenate([x, rng.standard_normal(more).astype(x.dtype)], axis=axis)
+    try:
+        want = engines.run("onnxruntime", onnx_model(original), feeds)
+        at_t = engines.run("onnxruntime", onnx_model(model), feeds)
+        at_longer = engines.run("onnxruntime", onnx_model(model), longer)
+    except engines.CannotRun as err:
+        raise Unsupported(f"cannot free the sequence length: the freed model does not run ({err})") from err
+    time_axes, fixed = {}, []
+    for v, shape in zip(model.graph.outputs, declared):
+        a, b = np.shape(at_t[v.name]), np.shape(at_longer[v.name])
+        moved = [k for k, (p, q) in enumerate(zip(a, b)) if p != q]
+        if len(a) != len(b) or any(b[k] != a[k] + LONGER for k in moved) or len(moved) > 1:
+            raise Unsupported(f"cannot free the sequence length: output {v.name!r} is {list(a)} at {T} steps and "
+                              f"{list(b)} at {T + LONGER}, not longer along one time axis")
+        if moved:
+            time_axes[v.name] = moved[0]
+        else:
+            fixed.append(v.name)
+        dims = list(shape) if shape is not None else list(a)
+        if moved:
+            dims[moved[0]] = ir.SymbolicDim(freeing.SEQUENCE)
+        v.shape = ir.Shape(dims)
+    names = [v.name for v in model.graph.outputs]
+    report.checks.append(compare_outputs(f"freed model at {T} steps", "onnxruntime", want, at_t, options.tolerances,
+                                         names=names))
+    prefix = {k: np.take(at_longer[k], range(T), axis=a) for k, a in time_axes.items()}
+    if prefix:
+        report.checks.append(compare_outputs(f"freed model at {T + LONGER} steps, its first {T}", "onnxruntime",
+                                             {k: want[k] for k in prefix}, prefix, options.tolerances,
+                                             names=list(prefix)))
+    inputs = ", ".join(f"{v.name} axis {a}" for v, a in axes)
+    report.notes.append(f"sequence length freed on request (an interface change): input(s) {inputs} and output(s) "
+                        f"{', '.join(f'{k} axis {a}' for k, a in time_axes.items()) or 'none'} are now "
+                        f"'{freeing.SEQUENCE}' (the export froze {T})"
+                        + (f"; {', '.join(fixed)} keep their shape and are checked at {T} steps only" if fixed else ""))
+    if not report.ok:
+        from rnnconv.errors import VerificationFailed
+
+        raise VerificationFailed(f"fuse: {report.verdict()}; nothing written", report)
