@@ -50,6 +50,7 @@ from rnnconv.verification.inputs import (
 )
 from rnnconv.verification.model import Model
 from rnnconv.verification.results import Check, compare_outputs, failed
+from rnnconv.verification.sizes import COMPARED
 from rnnconv.verification.specs import InputSpec, merge_specs, told_sizes
 from rnnconv.verification.tolerance import Tolerance, Tolerances
 
@@ -100,10 +101,15 @@ def precision_for(model: ir.Model, nodes: Optional[Sequence[onnx_recurrent.Recur
 # -- inputs -------------------------------------------------------------------------------------------------
 
 def input_sets(specs: Mapping[str, InputSpec], options: CheckOptions, *, small: bool = False,
-               uniform: bool = False, sizes: Optional[Mapping[str, int]] = None) -> list[tuple[dict, list]]:
+               uniform: bool = False, sizes: Optional[Mapping[str, int]] = None, compared: bool = True
+               ) -> list[tuple[dict, list]]:
     """(feeds, how each input was made) per run. `small`: the sizes of big-layer checks; `uniform`: every dynamic
     dim the same size (for models whose dynamic dims are tied in ways the specs do not show); `sizes`: default
-    sizes by role ("sequence", "other") instead of DEFAULT_DIM's. What the user gave always wins."""
+    sizes by role ("sequence", "other") instead of DEFAULT_DIM's; `compared`: False leaves out the sizes an Equal
+    of the model tests (a branch's size, not a need). What the user gave always wins."""
+    if not compared:
+        specs = {name: dataclasses.replace(spec, sizes={a: v for a, v in spec.sizes.items() if COMPARED not in v[1]})
+                 for name, spec in specs.items()}
     given_sets: list[dict] = [{}]
     if isinstance(options.inputs, (str, os.PathLike)):
         given_sets = read_inputs(options.inputs, specs)
@@ -539,6 +545,8 @@ def _size_attempts(model: Model, options: CheckOptions):
     yield "", {}
     if options.inputs is not None:
         return
+    if any(COMPARED in why for spec in merge_specs(model, model).values() for _, why in spec.sizes.values()):
+        yield "the sizes the model's comparisons test left at their defaults", {"compared": False}
     yield "every dynamic dim the same size", {"uniform": True}
     yield "dims of no known role at 16", {"sizes": {"other": 16}}
     for size in told_sizes(model)[:4]:

@@ -17,6 +17,9 @@ import onnx_ir as ir
 from rnnconv.dialects.onnx_recurrent import constant_array
 from rnnconv.io import reading
 
+# How a size an Equal tests reads in its `why`: a branch's size (x.squeeze(-1) when the dim is 1), which the model
+# may also take at other sizes, so input drawing tries without it too (checks._size_attempts).
+COMPARED = "compares it with"
 _BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Max", "Min", "Sum", "Mean", "Where", "Equal", "Less",
               "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "BitShift", "Mod"}
 _RECURRENT = {"GRU", "LSTM", "RNN", "DynamicQuantizeLSTM"}
@@ -133,7 +136,7 @@ def _onnx_rule(node: ir.Node, shape: Callable, sizes: _Sizes) -> None:
         for j in (0, 1):
             size, dim = constant_array(node.inputs[1 - j]), _dim_of(node.inputs[j], shape)
             if dim is not None and size is not None and size.size == 1 and size.dtype.kind in "iu":
-                sizes.hold(dim, int(size.reshape(-1)[0]), f"the size {label} compares it with")
+                sizes.hold(dim, int(size.reshape(-1)[0]), f"the size {label} {COMPARED}")
     if op in _BROADCAST and len(ins) >= 2:
         for j in range(len(ins)):
             for m in range(len(ins)):
