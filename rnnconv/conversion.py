@@ -25,7 +25,7 @@ from rnnconv.errors import RnnconvError, Unsupported, UsageError, VerificationFa
 from rnnconv.passes.base import Pass, Rewrite, RewritePass
 from rnnconv.passes.transpose_fold import FoldTransposes
 from rnnconv.verification import VERIFY_MODES, checks, extract
-from rnnconv.verification.model import onnx_model
+from rnnconv.verification.model import load_input, onnx_model
 from rnnconv.verification.report import Report
 
 Progress = Callable[[int, int, str], None]
@@ -41,7 +41,7 @@ class Result:
 
 def load(source) -> ir.Model:
     """The model to convert (external data stays memory-mapped)."""
-    return source if isinstance(source, ir.Model) else io.load(source)
+    return load_input(source)
 
 
 def source_opset(source) -> int:

@@ -8,10 +8,10 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from rnnconv import io
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.errors import UsageError
 from rnnconv.runtimes import TARGETS, Finding, node_findings, quantized_findings
+from rnnconv.verification.model import load_input
 
 
 def _label(model) -> str:
@@ -21,7 +21,7 @@ def _label(model) -> str:
 def findings(model, targets: Iterable[str] = TARGETS) -> list[Finding]:
     """Every finding for every recurrent node of `model` (a path, ModelProto or onnx_ir Model) and target."""
     targets = _valid(targets)
-    m = io.load(model)
+    m = load_input(model)
     return _findings(m, onnx_recurrent.find(m), onnx_quantized.find(m), targets, _label(model))
 
 
@@ -67,7 +67,7 @@ def measure_openvino(model, q: onnx_quantized.QuantizedLSTM) -> tuple[str, Optio
 def check(model, targets: Iterable[str] = TARGETS) -> dict:
     """A JSON-ready report: the model, the targets, the number of recurrent nodes and every finding."""
     targets = _valid(targets)
-    m = io.load(model)
+    m = load_input(model)
     nodes, quantized = onnx_recurrent.find(m), onnx_quantized.find(m)
     found = _findings(m, nodes, quantized, targets, _label(model))
     return {"model": _label(model), "targets": targets, "recurrent_nodes": len(nodes) + len(quantized),

@@ -24,6 +24,8 @@ from typing import Mapping, Optional
 import ml_dtypes
 import numpy as np
 
+from rnnconv.engine import telemetry
+
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 CHILD = [sys.executable, "-m", "rnnconv.engine.openvino_runtime"]  # the process a Worker runs
 INSTALL = "pip install 'rnnconv[openvino]'"  # what installs the openvino package with rnnconv
@@ -168,6 +170,7 @@ def _tensor(ov, value: np.ndarray, element_type):
 
 
 def _child() -> None:
+    telemetry.switch_off()  # rnnconv's own process: no files in home and temp
     core()  # before the job arrives (see Worker)
     job = pickle.load(sys.stdin.buffer)
     try:

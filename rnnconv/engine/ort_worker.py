@@ -9,6 +9,7 @@ list on stdout: per model, (outputs by name, "") or (None, reason). The checking
 weights while onnxruntime runs, so the peak is the weights once plus this small process.
 """
 
+import os
 import pickle
 import sys
 
@@ -17,6 +18,7 @@ import numpy as np
 
 def main() -> None:
     job = pickle.load(sys.stdin.buffer)
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # no files in home and temp (rnnconv.engine.telemetry)
     import onnxruntime as ort
 
     ort.set_default_logger_severity(4)
