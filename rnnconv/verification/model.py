@@ -14,6 +14,7 @@ from rnnconv import io
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import reader as ov_reader
+from rnnconv.dialects.openvino.validate import validate
 from rnnconv.errors import BadInput
 
 
@@ -73,7 +74,9 @@ def open_model(source) -> Model:
         if path.suffix.lower() == ".xml":
             if not path.is_file():
                 raise BadInput(f"{path}: no such file")
-            return ir_model(ov_reader.read(path), str(path), path, ov_reader.bin_path_for(path))
+            graph = ov_reader.read(path)
+            validate(graph, str(path))  # as from-openvino reads IR: one reader, one strictness
+            return ir_model(graph, str(path), path, ov_reader.bin_path_for(path))
         return onnx_model(load_input(path), str(path), path)
     return onnx_model(load_input(source), "<in-memory model>")
 
