@@ -7,7 +7,7 @@ For each mutant and command (run in this process, as the console script runs it)
 - nothing is written outside the output folder (the model's folder and the working directory are unchanged), and
   the input files are unchanged;
 - exit 0 comes with a valid output: an ONNX model that passes onnx.checker's full check (external data
-  beside it), or an IR that OpenVINO's own reader reads.
+  beside it), or an IR that OpenVINO's own reader reads; and IR is accepted only when OpenVINO's reader reads it.
 
 The mutants are made here from small seed models by a seeded generator (about 40 operators: attributes, dims,
 element types, opsets and imports, node wiring, initializers, NaN/Inf, value_info, If bodies, Constant nodes and
@@ -356,6 +356,10 @@ def i_truncate(rng, x, b):
 
 
 IR_MUTATIONS = [i_version, i_port_dim, i_drop_data, i_attribute, i_edge, i_bin, i_doctype, i_truncate]
+# IR made by these alone is accepted only when OpenVINO's reader reads it. Not yet the others: OpenVINO's reader
+# also runs shape inference on Const values and on the defaults of attributes left out (a Transpose order from
+# the .bin, a MatMul without its <data>), which rnnconv's reader checks only where it runs the graph.
+HELD_TO_OPENVINO = {i_version, i_port_dim, i_edge, i_doctype, i_truncate}
 
 
 # -- running one case ---------------------------------------------------------------------------------------
@@ -389,7 +393,7 @@ def snapshot(*folders: Path) -> dict:
     return out
 
 
-def run_case(label: str, command: str, model: Path, out: Path, cwd: Path, rng) -> int:
+def run_case(label: str, command: str, model: Path, out: Path, cwd: Path, rng, held: bool = False) -> int:
     folder = model.parent
     before = snapshot(folder, cwd)
     argv = argv_for(command, model, out, rng)
@@ -422,7 +426,23 @@ def run_case(label: str, command: str, model: Path, out: Path, cwd: Path, rng) -
         assert not out.exists() or not any(out.iterdir()), f"{where}: exit {code} but wrote {list(out.iterdir())}"
     else:
         _valid_output(command, out, where)
+        if model.suffix == ".xml" and held:
+            _openvino_reads(model, where)
     return code
+
+
+_CORE: list = []
+
+
+def _openvino_reads(xml: Path, where: str) -> None:
+    """IR rnnconv accepts, OpenVINO's reader accepts too (rnnconv guesses no semantics for what it refuses)."""
+    ov = pytest.importorskip("openvino")
+    if not _CORE:
+        _CORE.append(ov.Core())
+    try:
+        _CORE[0].read_model(str(xml))
+    except Exception as err:
+        pytest.fail(f"{where}: exit 0 on IR OpenVINO refuses: {' '.join(str(err).split())[:300]}")
 
 
 def _valid_output(command: str, out: Path, where: str) -> None:
@@ -502,17 +522,18 @@ def test_contract_on_ir_mutants(tmp_path, monkeypatch, capsys):
         folder = tmp_path / f"c{case}" / "model"
         folder.mkdir(parents=True)
         xml, bin_ = rng.choice(seeds)
-        names = []
+        names, held = [], True
         for _ in range(rng.randint(1, 2)):
             mutate = rng.choice(IR_MUTATIONS)
             names.append(mutate.__name__)
+            held = held and mutate in HELD_TO_OPENVINO
             xml, bin_ = mutate(rng, xml, bin_)
         path = folder / "m.xml"
         path.write_text(xml)
         (folder / "m.bin").write_bytes(bin_)
         command = _pick(rng, IR_COMMANDS)
         code = run_case(f"seed {SEED + 1} case {case} ({', '.join(names)})", command, path, tmp_path / f"c{case}" /
-                        "out", cwd, rng)
+                        "out", cwd, rng, held)
         codes[code] = codes.get(code, 0) + 1
     _report("IR mutants through from-openvino and verify", codes, started, capsys)
     assert set(codes) != {0}, "no mutant was refused: the mutations do not bite"

@@ -64,10 +64,21 @@ def validate(graph: ovir.IRGraph, where: str = "IR") -> None:
 
 # What OpenVINO's IR reader (and its compile) refuse where rnnconv's reader would otherwise guess; measured with
 # openvino 2026.4's read_model + compile_model on mutated IR.
-LATEST_OPSET = 17  # the opsets OpenVINO 2026.4 reads: opset1 .. opset17 ("unsupported opset" beyond)
+# OpenVINO 2026.4's complete opsets are opset1 .. opset16 ("unsupported opset" beyond); its opset17 holds only
+# its newest ops (it refuses Broadcast, Concat, Gather or LSTMSequence marked opset17), none of which rnnconv reads.
+LATEST_OPSET = 16
 OTHER_VERSIONS = {"experimental", "internal", "extension"}
-# Attributes without which OpenVINO's reader leaves the op invalid ("Output type must be i32 or i64").
-REQUIRED = {("ShapeOf", "opset3"): ("output_type",), ("Range", "opset4"): ("output_type",)}
+# The first opset holding a layer type (OpenVINO refuses it marked with an older one), for the types in real IR
+# seen so far (probed with openvino 2026.4's read_model); any other type is taken to exist from opset1.
+FIRST_OPSET = {"CumSum": 3, "Einsum": 7, "GRUSequence": 5, "Gelu": 2, "If": 8, "LSTMSequence": 5, "Loop": 5,
+               "NonZero": 3, "RNNSequence": 5, "Round": 5, "STFT": 15, "ScaledDotProductAttention": 13,
+               "ScatterNDUpdate": 4, "Slice": 8, "Swish": 4}
+# Attributes without which OpenVINO's reader refuses the layer or leaves it invalid ("Output type must be i32 or
+# i64", "m_num_splits > 0", "is_num_dir_valid"), where rnnconv's reader would otherwise take a default.
+REQUIRED = {("ShapeOf", "opset3"): ("output_type",), ("Range", "opset4"): ("output_type",),
+            ("Split", "opset1"): ("num_splits",), ("Parameter", "opset1"): ("element_type",),
+            ("Const", "opset1"): ("element_type",),
+            **{(t, "opset5"): ("hidden_size", "direction") for t in SEQUENCES}}
 RECURRENT = {**SEQUENCES, **CELLS}
 ACTIVATION_NAMES = {"relu", "sigmoid", "tanh"}
 
@@ -79,6 +90,9 @@ def _as_openvino_reads_it(layer: ovir.IRLayer, where: str) -> None:
     known = (number.isdigit() and 1 <= int(number) <= LATEST_OPSET) or version in OTHER_VERSIONS
     if not known:
         raise BadInput(f"{what}: unknown opset {version!r} (OpenVINO reads opset1 to opset{LATEST_OPSET})")
+    if number.isdigit() and int(number) < FIRST_OPSET.get(layer.type, 1):
+        raise BadInput(f"{what}: opset{number} has no {layer.type} (it first appears in "
+                       f"opset{FIRST_OPSET[layer.type]})")
     for port in layer.inputs + layer.outputs:
         if any(d < -1 for d in port.dims):
             raise BadInput(f"{what}: port {port.id} has dims {port.dims}; a dim is -1 (dynamic) or at least 0")
