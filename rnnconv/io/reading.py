@@ -144,7 +144,9 @@ def _check_declared(proto: "onnx.ModelProto", where: str) -> None:
         yield from graph.output
         yield from graph.value_info
 
-    declared = [(vi, g is proto.graph and vi in g.input) for g in _all_graphs(proto.graph) for vi in values(g)]
+    graph = proto.graph
+    declared = [(vi, True) for vi in graph.input] + [(vi, False) for vi in (*graph.output, *graph.value_info)]
+    declared += [(vi, False) for g in list(_all_graphs(graph))[1:] for vi in values(g)]
     for f in proto.functions:
         declared += [(vi, False) for vi in f.value_info]
         declared += [(vi, False) for g in _function_graphs(f) for sub in _all_graphs(g) for vi in values(sub)]
