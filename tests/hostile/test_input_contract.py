@@ -142,6 +142,24 @@ def test_bad_declarations_are_bad_input(make, command, tmp_path):
     assert not out.exists() and model.read_bytes() == before
 
 
+def test_output_shapes_old_schemas_did_not_check_are_bad_input(tmp_path):
+    """GRU-3 without output_sequence infers no shape for Y: a declared Y of 0 steps passes onnx's check at opset 3
+    and fails it once upgraded. The conversion keeps the declarations unchanged, so this is the input's fault
+    (exit 4), not a step rnnconv lacks (exit 3). Found by the contract fuzz."""
+    m = recurrent_model("GRU", opset=3, T=T, N=N, I=I, H=H, direction="bidirectional")
+    node = m.graph.node[0]
+    kept = [a for a in node.attribute if a.name != "output_sequence"]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    m.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 0
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    code, _, err = run_cli(["upgrade", path, "-o", tmp_path / "o.onnx"])
+    assert code == 4, err
+    assert "the shapes it declares for its outputs contradict what its nodes compute" in err
+    assert not (tmp_path / "o.onnx").exists()
+
+
 # -- Constant nodes of external data ------------------------------------------------------------------------
 
 def constant_of_external_data(folder: Path, *, in_function: bool = False) -> tuple[Path, np.ndarray]:

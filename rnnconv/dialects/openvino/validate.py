@@ -108,6 +108,10 @@ def _recurrent_attributes(layer: ovir.IRLayer, kind: str, what: str) -> None:
     text = layer.attrs.get("activations")
     if text is not None:
         names = [a.strip() for a in text.split(",") if a.strip()]
+        unknown = [a for a in names if a.lower() not in ACTIVATION_NAMES]
+        if unknown:
+            raise BadInput(f"{what}: activation {unknown[0]!r} is not one of {', '.join(sorted(ACTIVATION_NAMES))} "
+                           f"(OpenVINO refuses it)")
         if len(names) < len(DEFAULT_ACTIVATIONS[kind]):
             raise BadInput(f"{what}: activations {text!r} lists {len(names)}, {kind} needs "
                            f"{len(DEFAULT_ACTIVATIONS[kind])} (OpenVINO refuses it)")
