@@ -42,6 +42,7 @@ CASE_SECONDS = 60  # one command longer than this on a model this small is a han
 # Exit codes documented in rnnconv.errors, repeated here so a change there fails this test.
 DOCUMENTED = {0, 1, 2, 3, 4, 5}
 ERROR = re.compile(r"^rnnconv: error: \S")
+FRAME = re.compile(r"(\.py|>)\(\d+\): ")  # "frontend.py(247): _identify": a traceback folded into one line
 
 
 # -- seed models -------------------------------------------------------------------------------------------
@@ -421,6 +422,7 @@ def run_case(label: str, command: str, model: Path, out: Path, cwd: Path, rng, h
         lines = [ln for ln in stderr.splitlines() if ln.strip()]
         errors = [ln for ln in lines if ln.startswith("rnnconv: error: ")]
         assert len(errors) == 1 and ERROR.match(lines[-1]), f"{where}: exit {code}, stderr:\n{stderr}"
+        assert not FRAME.search(lines[-1]), f"{where}: a stack trace in the error line:\n{lines[-1]}"
         assert all(ln.startswith(("rnnconv: warning: ", " ")) or ln == lines[-1] or code == 1 for ln in lines), \
             f"{where}: exit {code}, stderr:\n{stderr}"
         assert not out.exists() or not any(out.iterdir()), f"{where}: exit {code} but wrote {list(out.iterdir())}"

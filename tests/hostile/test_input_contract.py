@@ -112,7 +112,12 @@ def function_imports_twice():
     return m
 
 
+def clip_nan():
+    return lstm(attrs={"clip": float("nan")})
+
+
 BAD = {
+    clip_nan: r"LSTM node 'lstm': clip must be non-negative, got nan",
     negative_dim: r"graph input 'X' has a negative dimension in its shape \[5, -7, 3\]",
     huge_dim: r"graph input 'X' has shape \[5, 4611686018427387904, 3\].*more bytes than int64",
     undefined_input_type: r"graph input 'X' has no element type",
@@ -256,3 +261,24 @@ def _attribute_tensors(model: onnx.ModelProto):
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.TENSOR:
                 yield attr.t
+
+
+def test_openvino_import_refusal_quotes_no_stack_frames(tmp_path):
+    """A model-local function in front of the LSTM: OpenVINO's ONNX import has no rule for it, and the LSTM it
+    feeds fails in rnnconv's grafted mapping; OpenVINO quotes that Python stack, which the one-line refusal drops
+    (found by the contract fuzz)."""
+    pytest.importorskip("openvino")
+    m = lstm()
+    f = helper.make_function("local", "Id", ["a"], ["b"], [helper.make_node("Identity", ["a"], ["b"])],
+                             [helper.make_opsetid("", 7)])
+    m.functions.append(f)
+    m.opset_import.append(helper.make_opsetid("local", 1))
+    m.graph.node[0].input[0] = "X_f"
+    m.graph.node.insert(0, helper.make_node("Id", ["X"], ["X_f"], domain="local"))
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    code, _, err = run_cli(["to-openvino", path, "-o", tmp_path / "o.xml", "--route", "openvino"])
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 3 and len(lines) == 1, err
+    assert "local.Id" in lines[0] and "no conversion rule" in lines[0]
+    assert not re.search(r"(\.py|>)\(\d+\): ", lines[0]), lines[0]
