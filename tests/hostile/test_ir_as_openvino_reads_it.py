@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import FIXTURES, run_cli
@@ -90,3 +91,28 @@ def test_rnnconv_refuses_it_too(name, command, tmp_path):
 def test_the_unmutated_fixtures_still_read(source, tmp_path):
     code, _, err = run_cli(["from-openvino", source, "-o", tmp_path / "o.onnx", "--verify", "none"])
     assert code == 0, err
+
+
+def test_verify_of_ir_whose_transpose_order_is_no_permutation(tmp_path):
+    """A Transpose whose order (a Const in the .bin) is not a permutation: verify once died on it (exit 70) while
+    finding the time axes; now the runs report it, in one line and a documented code (found by the contract
+    fuzz)."""
+    source = FIXTURES / "openvino" / "gru_bidirectional_dynamo.xml"
+    text = source.read_text()
+    data = bytearray(source.with_suffix(".bin").read_bytes())
+    layers = dict(re.findall(r'<layer id="(\d+)" name="[^"]*" type="([A-Za-z]+)"', text))
+    consts = {m.group(1): (int(m.group(2)), int(m.group(3))) for m in re.finditer(
+        r'<layer id="(\d+)" name="[^"]*" type="Const" version="opset1">\s*<data element_type="i64" shape="4" '
+        r'offset="(\d+)" size="(\d+)"', text)}
+    orders = [consts[a] for a, b in re.findall(r'<edge from-layer="(\d+)" from-port="\d+" to-layer="(\d+)" '
+                                               r'to-port="1" />', text)
+              if layers.get(b) == "Transpose" and a in consts]
+    assert orders, "the fixture no longer has a Transpose with a constant order of 4"
+    offset, size = orders[0]
+    data[offset:offset + size] = np.array([7, 7, 7, 7], np.int64).tobytes()
+    xml = tmp_path / "m.xml"
+    xml.write_text(text)
+    xml.with_suffix(".bin").write_bytes(bytes(data))
+    code, _, err = run_cli(["verify", xml, xml])
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code in (3, 4) and len(lines) == 1 and lines[0].startswith("rnnconv: error: "), err
