@@ -21,12 +21,12 @@ import onnx_ir as ir
 
 from rnnconv import io, schemas
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.errors import RnnconvError, Unsupported, UsageError, VerificationFailed
+from rnnconv.errors import BadInput, RnnconvError, Unsupported, UsageError, VerificationFailed
 from rnnconv.passes.base import Pass, Rewrite, RewritePass
 from rnnconv.passes.fuse_cells import Fusion
 from rnnconv.passes.transpose_fold import FoldTransposes
 from rnnconv.verification import VERIFY_MODES, checks, extract
-from rnnconv.verification.model import onnx_model
+from rnnconv.verification.model import load_input, onnx_model
 from rnnconv.verification.report import Report
 
 Progress = Callable[[int, int, str], None]
@@ -42,7 +42,7 @@ class Result:
 
 def load(source) -> ir.Model:
     """The model to convert (external data stays memory-mapped)."""
-    return source if isinstance(source, ir.Model) else io.load(source)
+    return load_input(source)
 
 
 def source_opset(source) -> int:
@@ -112,6 +112,23 @@ def _share_external(copy: ir.Model, model: ir.Model) -> None:
 # How onnx.checker names the op of the node it refuses.
 _CHECKER_OP = re.compile(r"op_type:\s*(\w+)|for operator (\w+)|Op \((\w+)\)|Node \(\S*\) of type (\w+)|"
                          r"OpType:\s*(\w+)")
+
+
+def _declared_outputs_contradicted(model: ir.Model) -> bool:
+    """Whether the converted model passes onnx's full check once its graph outputs declare no dims: then what
+    fails is the output declarations, which the conversion keeps from the source unchanged (bad input)."""
+    outputs = list(model.graph.outputs)
+    declared = [(v.type, v.shape) for v in outputs]
+    try:
+        for v in outputs:
+            v.shape = None if v.shape is None else ir.Shape([None] * len(v.shape))
+        io.check_full(model)
+        return True
+    except RnnconvError:
+        return False
+    finally:
+        for v, (type_, shape) in zip(outputs, declared):
+            v.type, v.shape = type_, shape
 
 
 def missing_step(command: str, message: str, before: int, after: int) -> Unsupported:
@@ -210,6 +227,10 @@ def convert(source, output, *, command: str, passes: Sequence[Pass], verify: str
         try:
             io.check_full(model)
         except RnnconvError as err:
+            if _declared_outputs_contradicted(model):
+                raise BadInput(f"{io.source_name(source)}: the shapes it declares for its outputs contradict "
+                               f"what its nodes compute, which the older schemas of its opset did not check "
+                               f"(onnx's shape inference of the converted model: {err})") from err
             raise missing_step(command, str(err), opset_before, onnx_recurrent.default_opset(model)) from err
         total = len(pairs) + (verify == "full") + (output is not None)
         step = iter(range(total + 1))

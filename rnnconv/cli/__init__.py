@@ -52,6 +52,7 @@ _defer_sympy()
 
 from rnnconv import __version__  # noqa: E402
 from rnnconv.cli.options import COMMANDS, error_text  # noqa: E402
+from rnnconv.engine import telemetry  # noqa: E402
 from rnnconv.errors import (  # noqa: E402
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -96,6 +97,7 @@ def main(argv=None) -> None:
     records (numpy's RuntimeWarning on NaN weights, onnx_ir's shape inference) are silenced unless --debug."""
     for name, value in BLAS_THREADS.items():
         os.environ.setdefault(name, value)
+    telemetry.switch_off()
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
     with warnings.catch_warnings(), _quiet_logging(debug):

@@ -4,19 +4,18 @@ with the rnnconv command that fixes each (the facts: `rnnconv.runtimes`)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Iterable, Optional
 
 import numpy as np
 
-from pathlib import Path
-
-from rnnconv import io, schemas
+from rnnconv import schemas
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
-from rnnconv.passes.fuse_cells import candidates
 from rnnconv.errors import UsageError
 from rnnconv.passes import settle_ifs
+from rnnconv.passes.fuse_cells import candidates
 from rnnconv.runtimes import REFUSES, TARGETS, Finding, node_findings, quantized_findings
-
+from rnnconv.verification.model import load_input
 
 def _label(model) -> str:
     return str(model) if isinstance(model, str) or hasattr(model, "__fspath__") else "MODEL"
@@ -25,7 +24,7 @@ def _label(model) -> str:
 def findings(model, targets: Iterable[str] = TARGETS) -> list[Finding]:
     """Every finding for every recurrent node of `model` (a path, ModelProto or onnx_ir Model) and target."""
     targets = _valid(targets)
-    m = io.load(model)
+    m = load_input(model)
     return _findings(m, onnx_recurrent.find(m), onnx_quantized.find(m), targets, _label(model))
 
 
@@ -123,7 +122,7 @@ def _rnnconv_ir(alone, q: onnx_quantized.QuantizedLSTM, sets, ort_run) -> str:
 def check(model, targets: Iterable[str] = TARGETS) -> dict:
     """A JSON-ready report: the model, the targets, the number of recurrent nodes and every finding."""
     targets = _valid(targets)
-    m = io.load(model)
+    m = load_input(model)
     nodes, quantized = onnx_recurrent.find(m), onnx_quantized.find(m)
     found = _findings(m, nodes, quantized, targets, _label(model))
     return {"model": _label(model), "targets": targets, "recurrent_nodes": len(nodes) + len(quantized),

@@ -6,6 +6,7 @@ from rnnconv import io
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.passes.fuse_cells import candidates
 from rnnconv.runtimes import node_findings, quantized_findings
+from rnnconv.verification.model import load_input
 
 
 def runtimes(rn) -> dict[str, list[str]]:
@@ -45,7 +46,7 @@ def describe(rn) -> dict:
 
 def inspect(model) -> dict:
     """Describe a model (path, ModelProto or onnx_ir Model) as a JSON-ready dict."""
-    m = io.load(model)
+    m = load_input(model)
     return {
         "ir_version": m.ir_version,
         "opset_import": dict(m.opset_imports),

@@ -183,7 +183,7 @@ def read(node: ir.Node, opset: int, scope: str = "") -> RecurrentNode:
     if layout not in (0, 1):
         raise BadInput(f"{label}: layout must be 0 or 1, got {layout}")
     clip = _attr(node, "clip")
-    if clip is not None and clip < 0:
+    if clip is not None and not clip >= 0:  # NaN too: no threshold bounds anything by NaN
         raise BadInput(f"{label}: clip must be non-negative, got {clip}")
     lbr = int(_attr(node, "linear_before_reset", 0))
     input_forget = int(_attr(node, "input_forget", 0))

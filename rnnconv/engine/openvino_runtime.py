@@ -24,7 +24,7 @@ from typing import Mapping, Optional
 import ml_dtypes
 import numpy as np
 
-from rnnconv.engine import serving
+from rnnconv.engine import serving, telemetry
 
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 MODULE = "rnnconv.engine.openvino_runtime"
@@ -219,6 +219,7 @@ def _answer(job: dict):
 
 
 def _child() -> None:
+    telemetry.switch_off()  # rnnconv's own process: no files in home and temp
     answer = _answer
     try:
         core()  # before the job arrives (see Worker)

@@ -9,6 +9,7 @@ list on stdout: per model, (outputs by name, "") or (None, reason). The checking
 weights while onnxruntime runs, so the peak is the weights once plus this small process.
 """
 
+import os
 import pickle
 import sys
 
@@ -16,6 +17,7 @@ import numpy as np
 
 
 def main() -> None:
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # no files in home and temp (rnnconv.engine.telemetry)
     if sys.argv[1:] == ["--serve"]:  # batch mode: one child answers every model's job (rnnconv.engine.serving)
         from rnnconv.engine.serving import serve
 

@@ -9,7 +9,7 @@ Everything else works on onnx_ir models and rnnconv's IR graphs.
 """
 
 from rnnconv.io.mapping import KernelCopier, release_external, release_pages
-from rnnconv.io.reading import check_full, load, source_name, to_proto
+from rnnconv.io.reading import check_full, check_input, load, source_name, to_proto
 from rnnconv.io.writing import (
     ALIGNMENT,
     SMALL_TENSOR_BYTES,
@@ -23,5 +23,5 @@ from rnnconv.io.writing import (
 )
 
 __all__ = ["ALIGNMENT", "SMALL_TENSOR_BYTES", "EarlyCopy", "KernelCopier", "Staged", "atomic_write", "check_full",
-           "check_suffix", "external_paths", "guard_output", "load", "release_external", "release_pages", "save",
-           "source_name", "to_proto"]
+           "check_input", "check_suffix", "external_paths", "guard_output", "load", "release_external",
+           "release_pages", "save", "source_name", "to_proto"]

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Union
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
@@ -34,6 +35,7 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
         return source
     if isinstance(source, onnx.ModelProto):
         _check_graph(source, "<ModelProto>")
+        _check_declared(source, "<ModelProto>")
         _check_tensors(source, "<ModelProto>")
         if _missing_domains(source):
             copied = onnx.ModelProto()
@@ -42,7 +44,11 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
             _import_used_domains(source, "<ModelProto>")
         if check:
             _check_proto(source, "<ModelProto>")
-        return _deserialize(source, "<ModelProto>", check)
+        model = _deserialize(source, "<ModelProto>", check)
+        if check:
+            model.meta[FULL_CHECK] = _full_check(source, "<ModelProto>")
+        _inline_constant_data(model)
+        return model
     path = Path(source)
     if not path.exists():
         raise BadInput(f"{path}: no such file")
@@ -63,6 +69,7 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
     if not proto.HasField("graph") or proto.ir_version <= 0:
         raise BadInput(f"{path}: not an ONNX model (no graph or no IR version; truncated or not ONNX?)")
     _check_graph(proto, str(path))
+    _check_declared(proto, str(path))
     _check_external_data(proto, path)
     _check_tensors(proto, str(path))
     imported = _import_used_domains(proto, str(path))
@@ -70,7 +77,10 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
         # By path, so onnx resolves external data against the model's folder, not the working directory.
         _check_proto(proto if imported else str(path), str(path))
     model = _deserialize(proto, str(path), check)
+    if check:
+        model.meta[FULL_CHECK] = _full_check(proto, str(path))
     ir.external_data.set_base_dir(model.graph, str(path.parent))
+    _inline_constant_data(model, path.parent)
     return model
 
 
@@ -105,6 +115,9 @@ def _check_graph(proto: "onnx.ModelProto", where: str) -> None:
     if len(proto.graph.output) == 0:
         what = "empty graph" if len(proto.graph.node) == 0 else f"{len(proto.graph.node)} node(s)"
         raise BadInput(f"{where}: the graph has no outputs ({what}): nothing to convert or verify")
+    _check_imports(proto.opset_import, f"{where}: the model")
+    for f in proto.functions:
+        _check_imports(f.opset_import, f"{where}: function {f.domain}::{f.name}")
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     latest = schemas.latest_opset()
     if opset is not None and opset > latest:
@@ -138,6 +151,168 @@ def _declared_dims(type_proto: "onnx.TypeProto"):
         yield from _declared_dims(type_proto.map_type.value_type)
 
 
+def _check_imports(imports, where: str) -> None:
+    """One version per domain: onnx and onnx_ir silently keep the last of two imports, onnxruntime the first."""
+    seen: dict[str, int] = {}
+    for o in imports:
+        domain = "" if o.domain == "ai.onnx" else o.domain
+        if domain in seen:
+            raise BadInput(f"{where} imports domain {o.domain or 'ai.onnx (default)'!r} twice (versions "
+                           f"{seen[domain]} and {o.version}): which one it means is ambiguous; keep one")
+        seen[domain] = o.version
+
+
+# Beyond this many bytes a tensor's size overflows int64, what onnxruntime and OpenVINO count sizes in.
+MAX_TENSOR_BYTES = 2**63 - 1
+
+
+def _check_declared(proto: "onnx.ModelProto", where: str) -> None:
+    """Types and shapes the model declares (inputs, outputs, value_info, in every graph and function): no negative
+    dim (onnx's shape inference aborts the process on one), no size past int64, graph inputs of a known type."""
+    def values(graph):
+        yield from graph.input
+        yield from graph.output
+        yield from graph.value_info
+
+    graph = proto.graph
+    declared = [(vi, True) for vi in graph.input] + [(vi, False) for vi in (*graph.output, *graph.value_info)]
+    declared += [(vi, False) for g in list(_all_graphs(graph))[1:] for vi in values(g)]
+    for f in proto.functions:
+        declared += [(vi, False) for vi in f.value_info]
+        declared += [(vi, False) for g in _function_graphs(f) for sub in _all_graphs(g) for vi in values(sub)]
+    for vi, is_input in declared:
+        kind = vi.type.WhichOneof("value")
+        if kind is None and is_input:
+            raise BadInput(f"{where}: graph input {vi.name!r} declares no type")
+        if kind != "tensor_type":
+            continue
+        tt = vi.type.tensor_type
+        label = f"{where}: {'graph input' if is_input else 'value'} {vi.name!r}"
+        if is_input and tt.elem_type == onnx.TensorProto.UNDEFINED:
+            raise BadInput(f"{label} has no element type (UNDEFINED)")
+        if not tt.HasField("shape"):
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+        if any(isinstance(d, int) and d < 0 for d in dims):
+            raise BadInput(f"{label} has a negative dimension in its shape {dims}")
+        static = 1
+        for d in dims:
+            static *= d if isinstance(d, int) else 1
+        itemsize = _itemsize(tt.elem_type) or 1
+        if static * itemsize > MAX_TENSOR_BYTES:
+            raise BadInput(f"{label} has shape {dims}: {static} elements, more bytes than int64 counts (no "
+                           f"runtime can hold it)")
+
+
+def _itemsize(code: int) -> int | None:
+    try:
+        return onnx.helper.tensor_dtype_to_np_dtype(code).itemsize
+    except Exception:
+        return None
+
+
+FULL_CHECK = "rnnconv.full_check"  # model.meta key: what onnx's full check of the input found ("" nothing)
+
+
+def check_input(model: ir.Model) -> None:
+    """Raise what onnx.checker's full check (strict shape inference) found in the input model `load` read: a
+    model whose declared types and shapes contradict its nodes is bad input, not a step rnnconv lacks. Apart from
+    `load` so that rnnconv's own checks of recurrent nodes, which name what is wrong more precisely, come first."""
+    problem = model.meta.get(FULL_CHECK)
+    if problem:
+        raise BadInput(problem)
+
+
+def _full_check(proto: "onnx.ModelProto", where: str) -> str:
+    """What onnx.checker's full check says of the model ("" when it passes).
+
+    Checked on a shell of the model: weights bigger than a few KiB become typed graph inputs (their bytes are not
+    the checker's business, and external data must not be resolved against the working directory)."""
+    try:
+        onnx.checker.check_model(_shell(proto), full_check=True)
+    except Exception as err:
+        return f"{where}: invalid model (onnx's full check, shape inference included): {_checker_message(err)}"
+    return ""
+
+
+def _shell(proto: "onnx.ModelProto") -> "onnx.ModelProto":
+    shell = onnx.ModelProto()
+    _copy_fields(proto, shell, skip=("graph",))
+    graph, g = proto.graph, shell.graph
+    _copy_fields(graph, g, skip=("initializer", "sparse_initializer"))
+    inputs = {vi.name for vi in graph.input}
+    for t in graph.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL and t.ByteSize() <= _SHELL_INLINE_BYTES:
+            g.initializer.append(t)
+        elif t.name not in inputs:
+            g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    g.sparse_initializer.extend(graph.sparse_initializer)
+    if shell.ir_version < 4:  # IR 3 requires every initializer to be a graph input
+        shell.ir_version = 4
+    return shell
+
+
+_SHELL_INLINE_BYTES = 4096
+
+
+def _copy_fields(src, dst, skip) -> None:
+    for field, value in src.ListFields():
+        if field.name in skip:
+            continue
+        if hasattr(value, "extend"):
+            getattr(dst, field.name).extend(value)
+        elif field.message_type is not None:
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)
+
+
+def _inline_constant_data(model: ir.Model, base_dir: Path | None = None) -> None:
+    """Tensors in node attributes (Constant values) read from external data are read now, from the model's
+    folder, and held in memory: every later reader (engine, runtimes, writer) then sees their bytes, never a
+    file name that a working directory could resolve to another file."""
+    containers = [model.graph, *_subgraphs(model.graph)]
+    for f in model.functions.values():
+        containers += [f, *_subgraphs(f)]
+    for nodes in containers:
+        for node in nodes:
+            for name, attr in list(node.attributes.items()):
+                if attr.is_ref():
+                    continue
+                if attr.type == ir.AttributeType.TENSOR and isinstance(attr.value, ir.ExternalTensor):
+                    node.attributes[name] = ir.AttrTensor(name, _read_external(attr.value, base_dir))
+                elif attr.type == ir.AttributeType.TENSORS and any(isinstance(t, ir.ExternalTensor)
+                                                                   for t in attr.value):
+                    node.attributes[name] = ir.AttrTensors(name, [_read_external(t, base_dir) for t in attr.value])
+
+
+def _subgraphs(nodes):
+    """Every graph in the attributes of `nodes` (a graph or a function), at any depth."""
+    for node in nodes:
+        for attr in node.attributes.values():
+            if attr.is_ref():
+                continue
+            if attr.type == ir.AttributeType.GRAPH:
+                yield attr.value
+                yield from _subgraphs(attr.value)
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for g in attr.value:
+                    yield g
+                    yield from _subgraphs(g)
+
+
+def _read_external(t, base_dir: Path | None) -> ir.Tensor:
+    if not isinstance(t, ir.ExternalTensor):
+        return t
+    if base_dir is not None:
+        t.base_dir = str(base_dir)
+    try:
+        return ir.Tensor(np.array(t.numpy(), copy=True), name=t.name, dtype=t.dtype, doc_string=t.doc_string)
+    except Exception as err:
+        raise BadInput(f"tensor {t.name!r}: cannot read its external data {os.fspath(t.location)!r} "
+                       f"({first_line(err)})") from err
+
+
 # Domains onnxruntime's own tools write without importing them (quantize_dynamic inside If bodies): version 1 is
 # the only one onnxruntime defines.
 IMPLIED_DOMAINS = {"com.microsoft": 1}
@@ -169,14 +344,13 @@ def _check_tensors(proto: "onnx.ModelProto", where: str) -> None:
     for vi in (*graph.input, *graph.output, *graph.value_info):
         if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
             _check_element_type(vi.type.tensor_type.elem_type, f"{where}: value {vi.name!r}")
-    for tensor in _all_initializers(graph):
+    for tensor in _all_model_tensors(proto):
         label = f"{where}: tensor {tensor.name!r}"
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            _check_element_type(tensor.data_type, label)
-            continue
         _check_element_type(tensor.data_type, label)
         if any(d < 0 for d in tensor.dims):
             raise BadInput(f"{label}: negative dimension in {list(tensor.dims)}")
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            continue
         if tensor.HasField("raw_data"):
             expected = _declared_nbytes(tensor)
             if expected is not None and expected != len(tensor.raw_data):
@@ -217,7 +391,7 @@ def _check_proto(proto: "onnx.ModelProto | str", where: str) -> None:
 def _check_external_data(proto: "onnx.ModelProto", path: Path) -> None:
     """External data must stay inside the model's folder and hold every byte it declares."""
     base = path.parent.resolve()
-    for tensor in _all_initializers(proto.graph):
+    for tensor in _all_model_tensors(proto):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = {e.key: e.value for e in tensor.external_data}
@@ -275,6 +449,25 @@ def _all_graphs(graph: "onnx.GraphProto"):
             for g in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
                       attr.graphs if attr.type == onnx.AttributeProto.GRAPHS else []):
                 yield from _all_graphs(g)
+
+
+def _function_graphs(f: "onnx.FunctionProto"):
+    """The graphs in the attributes of a function's nodes (their own subgraphs come from _all_graphs)."""
+    for node in f.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield attr.g
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                yield from attr.graphs
+
+
+def _all_model_tensors(proto: "onnx.ModelProto"):
+    """Every tensor of the model that can hold external data, functions' Constant values included."""
+    yield from _all_initializers(proto.graph)
+    for f in proto.functions:
+        shell = onnx.GraphProto()
+        shell.node.extend(f.node)
+        yield from _all_initializers(shell)
 
 
 def _all_initializers(graph: "onnx.GraphProto"):

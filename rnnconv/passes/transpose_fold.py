@@ -349,7 +349,12 @@ class _Folder:
         perm = _perm(t)
         x, y, z = t.inputs[0], t.outputs[0], u.outputs[0]
         allowzero = int(u.attributes["allowzero"].value) if "allowzero" in u.attributes else 0
-        spec = onnx_recurrent.constant_array(u.inputs[1])
+        # Below opset 5 Reshape holds its shape as an attribute, not as a second input.
+        shape_attribute = len(u.inputs) < 2
+        if shape_attribute:
+            spec = np.array(u.attributes["shape"].value, dtype=np.int64) if "shape" in u.attributes else None
+        else:
+            spec = onnx_recurrent.constant_array(u.inputs[1])
         groups = _reshape_groups(_tokens(y.shape, len(perm)), z.shape, spec, allowzero)
         if groups is None:
             return None
@@ -400,9 +405,14 @@ class _Folder:
         if z.shape is not None:
             mid_shape = ir.Shape([z.shape[j] for j in order])
         mid = ir.Value(name=self.names(f"{z.name}_reshaped"), type=z.type or x.type, shape=mid_shape)
-        spec_value = self._initializer(np.array(new_spec, dtype=np.int64), f"{u.name or 'Reshape'}_shape")
-        new_u = ir.Node("", "Reshape", [x, spec_value], outputs=[mid], name=self.names(u.name or "Reshape"),
-                        attributes=list(u.attributes.values()))
+        if shape_attribute:
+            attributes = [a for a in u.attributes.values() if a.name != "shape"] + [ir.AttrInt64s("shape", new_spec)]
+            new_u = ir.Node("", "Reshape", [x], outputs=[mid], name=self.names(u.name or "Reshape"),
+                            attributes=attributes)
+        else:
+            spec_value = self._initializer(np.array(new_spec, dtype=np.int64), f"{u.name or 'Reshape'}_shape")
+            new_u = ir.Node("", "Reshape", [x, spec_value], outputs=[mid], name=self.names(u.name or "Reshape"),
+                            attributes=list(u.attributes.values()))
         return [*before, new_u, self._transpose(mid, new_perm, z)]
 
     # ---- helpers -----------------------------------------------------------------------------------------

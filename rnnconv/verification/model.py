@@ -11,8 +11,10 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv import io
+from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import reader as ov_reader
+from rnnconv.dialects.openvino.validate import validate
 from rnnconv.errors import BadInput
 
 
@@ -72,9 +74,24 @@ def open_model(source) -> Model:
         if path.suffix.lower() == ".xml":
             if not path.is_file():
                 raise BadInput(f"{path}: no such file")
-            return ir_model(ov_reader.read(path), str(path), path, ov_reader.bin_path_for(path))
-        return onnx_model(io.load(path), str(path), path)
-    return onnx_model(io.load(source), "<in-memory model>")
+            graph = ov_reader.read(path)
+            validate(graph, str(path))  # as from-openvino reads IR: one reader, one strictness
+            return ir_model(graph, str(path), path, ov_reader.bin_path_for(path))
+        return onnx_model(load_input(path), str(path), path)
+    return onnx_model(load_input(source), "<in-memory model>")
+
+
+def load_input(source) -> ir.Model:
+    """An input ONNX model, checked before anything else reads it: io.load's checks (file, imports, declared
+    dims and types, external data), rnnconv's checks of every recurrent node (they name the node and what is
+    wrong), then onnx's full check (declared types and shapes against what the nodes compute). An onnx_ir Model
+    is taken as it is."""
+    if isinstance(source, ir.Model):
+        return source
+    model = io.load(source)
+    onnx_recurrent.find(model, io.source_name(source))
+    io.check_input(model)
+    return model
 
 
 def numpy_dtype(dtype) -> Optional[np.dtype]:

@@ -101,9 +101,9 @@ def _ir_time_axes(graph) -> dict[str, int]:
                 follow(nxt, nxt.outputs[0].id, axis, depth + 1)
             elif nxt.type == "Transpose":
                 perm = _ir_const(graph, nxt, 1)
-                if perm is not None:
-                    follow(nxt, nxt.outputs[0].id, [int(p) for p in np.asarray(perm).reshape(-1)].index(axis),
-                           depth + 1)
+                order = [] if perm is None else [int(p) for p in np.asarray(perm).reshape(-1)]
+                if axis in order:  # not a permutation (malformed IR): the runs themselves report it
+                    follow(nxt, nxt.outputs[0].id, order.index(axis), depth + 1)
             elif nxt.type == "Squeeze":
                 axes = _ir_const(graph, nxt, 1)
                 rank = len(nxt.inputs[0].dims or [])

@@ -118,7 +118,7 @@ def test_cli_writes_ir_and_json(tmp_path):
 
 
 def test_cli_unsupported_exit_3(tmp_path):
-    model = recurrent_model("GRU")
+    model = recurrent_model("GRU", I=2)  # X [T, 2, 2]: Det of it is valid ONNX (square inner-most dims)
     model.graph.node.append(helper.make_node("Det", ["X"], ["c"]))
     model.graph.node.append(helper.make_node("NonMaxSuppression", ["X", "X"], ["n"]))
     path = tmp_path / "p.onnx"

@@ -128,8 +128,8 @@ def _refusal(err: BaseException, model: ir.Model) -> str:
     parts, failed_nodes = [], []
     # One block per op type: "-- Conv-16 with a message:" ... up to the next block or the summary.
     for op, block in re.findall(r"^-- (\S+) with a message:\n(.*?)(?=^-- |^Summary:|\Z)", text, re.S | re.M):
-        reasons = list(dict.fromkeys(ln.strip() for ln in block.splitlines()
-                                     if ln.strip() and not ln.strip().startswith(noise)))
+        reasons = list(dict.fromkeys(ln.strip() for ln in block.splitlines() if ln.strip()
+                                     and not ln.strip().startswith(noise) and not _FRAME.search(ln)))
         names = re.findall(r"<Node\(\w+\): ([^>]*)>", block)
         nodes = [by_output[n] for n in dict.fromkeys(names) if n in by_output]
         failed_nodes += nodes
@@ -144,6 +144,9 @@ def _refusal(err: BaseException, model: ir.Model) -> str:
         parts = [type(err).__name__]
     cause = _rank_decided_at_run_time(failed_nodes) if "rank" in text or "dynamic" in text else None
     return "failed on " + " | ".join(parts) + (f"; {cause}" if cause else "")
+
+
+_FRAME = re.compile(r"(\.py|>)\(\d+\): ")  # a Python stack frame OpenVINO quotes from a conversion extension
 
 
 def _named(nodes: list, most: int = 3) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import coverage, ops
-from rnnconv.dialects.openvino.gates import CELLS, SEQUENCES
+from rnnconv.dialects.openvino.gates import CELLS, DEFAULT_ACTIVATIONS, SEQUENCES
 from rnnconv.errors import BadInput, human_size
 
 PARAMETER_LIMIT = 1 << 34  # elements: a declared input larger than this is refused before anything is allocated
@@ -26,6 +26,8 @@ def validate(graph: ovir.IRGraph, where: str = "IR") -> None:
     by_id = graph.by_id()
     if len(by_id) != len(graph.layers):
         raise BadInput(f"{where}: two layers share an id")
+    for layer in graph.layers:
+        _as_openvino_reads_it(layer, where)
     for layer in graph.parameters():
         parameter_dims(layer)
     for e in graph.edges:
@@ -58,6 +60,75 @@ def validate(graph: ovir.IRGraph, where: str = "IR") -> None:
         if len(a.dims) != len(b.dims) or any(x >= 0 and y >= 0 and x != y for x, y in zip(a.dims, b.dims)):
             raise BadInput(f"{where}: edge {src.name!r}:{e.from_port} -> {dst.name!r}:{e.to_port} joins shapes "
                            f"{a.dims} and {b.dims}")
+
+
+# What OpenVINO's IR reader (and its compile) refuse where rnnconv's reader would otherwise guess; measured with
+# openvino 2026.4's read_model + compile_model on mutated IR.
+# OpenVINO 2026.4's complete opsets are opset1 .. opset16 ("unsupported opset" beyond); its opset17 holds only
+# its newest ops (it refuses Broadcast, Concat, Gather or LSTMSequence marked opset17), none of which rnnconv reads.
+LATEST_OPSET = 16
+OTHER_VERSIONS = {"experimental", "internal", "extension"}
+# The first opset holding a layer type (OpenVINO refuses it marked with an older one), for the types in real IR
+# seen so far (probed with openvino 2026.4's read_model); any other type is taken to exist from opset1.
+FIRST_OPSET = {"CumSum": 3, "Einsum": 7, "GRUSequence": 5, "Gelu": 2, "If": 8, "LSTMSequence": 5, "Loop": 5,
+               "NonZero": 3, "RNNSequence": 5, "Round": 5, "STFT": 15, "ScaledDotProductAttention": 13,
+               "ScatterNDUpdate": 4, "Slice": 8, "Swish": 4}
+# Attributes without which OpenVINO's reader refuses the layer or leaves it invalid ("Output type must be i32 or
+# i64", "m_num_splits > 0", "is_num_dir_valid"), where rnnconv's reader would otherwise take a default.
+REQUIRED = {("ShapeOf", "opset3"): ("output_type",), ("Range", "opset4"): ("output_type",),
+            ("Split", "opset1"): ("num_splits",), ("Parameter", "opset1"): ("element_type",),
+            ("Const", "opset1"): ("element_type",),
+            **{(t, "opset5"): ("hidden_size", "direction") for t in SEQUENCES}}
+RECURRENT = {**SEQUENCES, **CELLS}
+ACTIVATION_NAMES = {"relu", "sigmoid", "tanh"}
+
+
+def _as_openvino_reads_it(layer: ovir.IRLayer, where: str) -> None:
+    what = f"{where}: layer {layer.name!r} ({layer.type}-{layer.version})"
+    version = layer.version or ""
+    number = version[5:] if version.startswith("opset") else ""
+    known = (number.isdigit() and 1 <= int(number) <= LATEST_OPSET) or version in OTHER_VERSIONS
+    if not known:
+        raise BadInput(f"{what}: unknown opset {version!r} (OpenVINO reads opset1 to opset{LATEST_OPSET})")
+    if number.isdigit() and int(number) < FIRST_OPSET.get(layer.type, 1):
+        raise BadInput(f"{what}: opset{number} has no {layer.type} (it first appears in "
+                       f"opset{FIRST_OPSET[layer.type]})")
+    for port in layer.inputs + layer.outputs:
+        if any(d < -1 for d in port.dims):
+            raise BadInput(f"{what}: port {port.id} has dims {port.dims}; a dim is -1 (dynamic) or at least 0")
+    for name in REQUIRED.get((layer.type, version), ()):
+        if not layer.attrs.get(name, "").strip():
+            raise BadInput(f"{what}: no {name} (OpenVINO's reader requires it)")
+    if layer.type in RECURRENT:
+        _recurrent_attributes(layer, RECURRENT[layer.type], what)
+
+
+def _recurrent_attributes(layer: ovir.IRLayer, kind: str, what: str) -> None:
+    """activations, activations_alpha/beta, clip and hidden_size as OpenVINO parses and checks them."""
+    text = layer.attrs.get("activations")
+    if text is not None:
+        names = [a.strip() for a in text.split(",") if a.strip()]
+        unknown = [a for a in names if a.lower() not in ACTIVATION_NAMES]
+        if unknown:
+            raise BadInput(f"{what}: activation {unknown[0]!r} is not one of {', '.join(sorted(ACTIVATION_NAMES))} "
+                           f"(OpenVINO refuses it)")
+        if len(names) < len(DEFAULT_ACTIVATIONS[kind]):
+            raise BadInput(f"{what}: activations {text!r} lists {len(names)}, {kind} needs "
+                           f"{len(DEFAULT_ACTIVATIONS[kind])} (OpenVINO refuses it)")
+    for name in ("activations_alpha", "activations_beta", "clip"):
+        for item in (layer.attrs.get(name) or "").split(","):
+            try:
+                float(item) if item.strip() else None
+            except ValueError:
+                raise BadInput(f"{what}: {name} {layer.attrs[name]!r} is not a list of numbers") from None
+    hidden = layer.attrs.get("hidden_size", "").strip()
+    try:
+        hidden_size = int(hidden)
+    except ValueError:
+        raise BadInput(f"{what}: hidden_size {hidden!r} is not an integer") from None
+    state = layer.inputs[1].dims if len(layer.inputs) > 1 else []  # initial_hidden_state: [.., H]
+    if hidden_size <= 0 or (state and state[-1] >= 0 and state[-1] != hidden_size):
+        raise BadInput(f"{what}: hidden_size={hidden_size} does not match its hidden state's dims {state}")
 
 
 def _edge_ends(graph: ovir.IRGraph):
