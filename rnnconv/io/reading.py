@@ -123,19 +123,6 @@ def _check_graph(proto: "onnx.ModelProto", where: str) -> None:
     if opset is not None and opset > latest:
         raise Unsupported(f"{where}: default-domain opset {opset} is newer than the installed onnx knows "
                           f"({latest}); upgrade onnx, or export at opset {latest} or older")
-    _check_declared_dims(proto, where)
-
-
-def _check_declared_dims(proto: "onnx.ModelProto", where: str) -> None:
-    """A declared dim is a size >= 0, or dynamic: unset, a symbol, or -1 (as onnxruntime reads it, and exporters
-    write it). Any other negative value is refused here: onnx 1.23's shape inference aborts the process on some."""
-    for graph in _all_graphs(proto.graph):
-        for kind, values in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info)):
-            for value in values:
-                for axis, d in _declared_dims(value.type):
-                    if d.HasField("dim_value") and d.dim_value < -1:
-                        raise BadInput(f"{where}: {kind} {value.name!r} declares dim {d.dim_value} at axis {axis} "
-                                       "(a size is >= 0; a dynamic dim is unset, a name, or -1)")
 
 
 def _declared_dims(type_proto: "onnx.TypeProto"):
@@ -168,7 +155,8 @@ MAX_TENSOR_BYTES = 2**63 - 1
 
 def _check_declared(proto: "onnx.ModelProto", where: str) -> None:
     """Types and shapes the model declares (inputs, outputs, value_info, in every graph and function): no negative
-    dim (onnx's shape inference aborts the process on one), no size past int64, graph inputs of a known type."""
+    dim but -1, which onnxruntime and exporters read as dynamic (onnx 1.23's shape inference aborts the process on
+    the others), no size past int64, graph inputs of a known type."""
     def values(graph):
         yield from graph.input
         yield from graph.output
@@ -193,11 +181,13 @@ def _check_declared(proto: "onnx.ModelProto", where: str) -> None:
         if not tt.HasField("shape"):
             continue
         dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
-        if any(isinstance(d, int) and d < 0 for d in dims):
-            raise BadInput(f"{label} has a negative dimension in its shape {dims}")
+        for axis, d in enumerate(dims):
+            if isinstance(d, int) and d < -1:
+                raise BadInput(f"{label} declares dim {d} at axis {axis} of its shape {dims} (a size is >= 0; a "
+                               "dynamic dim is unset, a name, or -1)")
         static = 1
         for d in dims:
-            static *= d if isinstance(d, int) else 1
+            static *= d if isinstance(d, int) and d >= 0 else 1
         itemsize = _itemsize(tt.elem_type) or 1
         if static * itemsize > MAX_TENSOR_BYTES:
             raise BadInput(f"{label} has shape {dims}: {static} elements, more bytes than int64 counts (no "
@@ -247,6 +237,11 @@ def _shell(proto: "onnx.ModelProto") -> "onnx.ModelProto":
         elif t.name not in inputs:
             g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     g.sparse_initializer.extend(graph.sparse_initializer)
+    for sub in _all_graphs(g):  # a dim declared -1 is dynamic (as onnxruntime reads it), not a size to hold
+        for value in (*sub.input, *sub.output, *sub.value_info):
+            for _, d in _declared_dims(value.type):
+                if d.HasField("dim_value") and d.dim_value == -1:
+                    d.Clear()
     if shell.ir_version < 4:  # IR 3 requires every initializer to be a graph input
         shell.ir_version = 4
     return shell

@@ -118,7 +118,7 @@ def clip_nan():
 
 BAD = {
     clip_nan: r"LSTM node 'lstm': clip must be non-negative, got nan",
-    negative_dim: r"graph input 'X' has a negative dimension in its shape \[5, -7, 3\]",
+    negative_dim: r"graph input 'X' declares dim -7 at axis 1 of its shape \[5, -7, 3\]",
     huge_dim: r"graph input 'X' has shape \[5, 4611686018427387904, 3\].*more bytes than int64",
     undefined_input_type: r"graph input 'X' has no element type",
     wrong_value_info_rank: r"invalid model \(onnx's full check.*node name: lstm.*differ in rank",
