@@ -29,7 +29,7 @@ try:  # the modules below are how the shipped fixtures were made: torch re-expor
     import torch
 except ImportError:
     torch = None
-FIXTURES = REPO / "fixtures" / "torch"
+FIXTURES = REPO / "fixtures" / "settle_ifs"
 
 
 def _export(module, args, path, names, dynamic_axes):
@@ -74,7 +74,7 @@ class Polymorphic(torch.nn.Module if torch else object):
 
 
 def _shipped_or_exported(name: str, export) -> object:
-    """The export as torch writes it now (when installed), else the one shipped in fixtures/torch/ (made by the
+    """The export as torch writes it now (when installed), else the one shipped in fixtures/settle_ifs/ (made by the
     same code: `python -m tests.passes.test_settle_ifs` rewrites them)."""
     return export() if torch is not None else FIXTURES / f"{name}.onnx"
 
