@@ -130,8 +130,9 @@ class Executor:
         """The whole model in one onnxruntime session, as onnxruntime's own run makes it, when onnxruntime runs
         every node (None otherwise, or when that session fails: the segments then find the node)."""
         graph = self.model.graph
-        segments, _ = self._segments_of(graph, frame)
-        if len(segments) != 1 or segments[0].place != partition.ONNXRUNTIME:
+        memo: dict = {}
+        if len(graph) == 0 or any(partition.rnnconv_reason(node, frame.opsets, self.functions, memo)
+                                  for node in graph):
             return None
         if any(v.dtype == ir.DataType.BFLOAT16 for v in [*graph.inputs, *graph.outputs]):
             return None  # onnxruntime's Python API moves no bfloat16 arrays: the segments' way
@@ -142,6 +143,7 @@ class Executor:
         try:
             got = session.run({k: v for k, v in feeds.items() if k in {i.name for i in session.inputs()}})
         except Exception:  # these inputs: node by node, the node that fails says why
+            segments, _ = self._segments_of(graph, frame)
             self._one_by_one.add(segments[0])
             return None
         for node in graph:
