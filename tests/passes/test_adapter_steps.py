@@ -285,8 +285,9 @@ def test_if_branches_of_different_ranks_are_refused_below_11():
 def test_nodes_of_a_body_are_named_by_their_path_when_their_op_is_missing():
     then = helper.make_graph([node("Einsum", ["x", "x"], ["t"], equation="ij,ij->i", name="ein")], "then", [],
                              [helper.make_tensor_value_info("t", F, [2])])
-    other = helper.make_graph([node("ReduceSum", ["x"], ["e"], keepdims=0)], "else", [],
-                              [helper.make_tensor_value_info("e", F, [2])])
+    other = helper.make_graph([node("ReduceSum", ["x", "axis"], ["e"], keepdims=0)], "else", [],
+                              [helper.make_tensor_value_info("e", F, [2])],
+                              [numpy_helper.from_array(np.array([1], np.int64), "axis")])
     m = model([node("If", ["cond"], ["y"], then_branch=then, else_branch=other, name="if")], 13,
               {"cond": np.array(True), "x": x(2, 3)}, {"y": F})
     with pytest.raises(Unsupported, match=r"Einsum \(1 node\(s\): if/then_branch/ein\) does not exist at opset 11; "
