@@ -141,7 +141,8 @@ class Executor:
         except Exception:  # the segments' way finds the node onnxruntime lacks
             return None
         try:
-            got = session.run({k: v for k, v in feeds.items() if k in {i.name for i in session.inputs()}})
+            wanted = {i.name for i in session.inputs()}
+            got = session.run({k: v for k, v in feeds.items() if k in wanted})
         except Exception:  # these inputs: node by node, the node that fails says why
             segments, _ = self._segments_of(graph, frame)
             self._one_by_one.add(segments[0])

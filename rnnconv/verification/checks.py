@@ -10,16 +10,17 @@ interpreter) on the node's real weights. Whole-model checks, by formats:
 | ONNX -> IR | onnxruntime vs IR interpreter | onnxruntime vs OpenVINO runtime |
 | IR -> ONNX | IR interpreter vs engine | OpenVINO runtime vs onnxruntime |
 
-An ONNX source is run in onnxruntime when it is held against IR (rnnconv's engine borrows onnx's reference ops for
-the non-recurrent ones, which have errors of their own: Softmax before opset 13); where a runtime cannot run the
-source, rnnconv's engine stands in for it. A runtime that refuses the converted model fails the check, unless the
+An ONNX source is run in onnxruntime when it is held against IR; where a runtime cannot run the source, rnnconv's
+engine stands in for it. A runtime that refuses the converted model fails the check, unless the
 refusal is one rnnconv knows (`rnnconv.runtimes`): then rnnconv's engine stands in and the note says why. A check
 that cannot run at all is reported as skipped, with the reason: the IR interpreter's, when the IR holds layers it has
 no kernel for (what OpenVINO's own ONNX import made, on to-openvino's OpenVINO route), which leaves the runtime's.
 
-rnnconv's engine runs a whole model with its own kernels and onnx's reference, and hands the nodes the reference
-lacks or computes otherwise to onnxruntime one by one (contrib ops of quantized or fused models): the report says
-where each node ran (`placements`) and names those in one note.
+rnnconv's engine runs a whole model partitioned (engine/partition.py: onnxruntime for every node it runs as the
+spec says, rnnconv's kernels for the recurrent nodes it refuses or lacks): the report says where each node ran
+(`placements`, and one note). Where the engine ran both models entirely in onnxruntime, its check would repeat
+the onnxruntime one: it is left out, and said so. A check the engine cannot run is skipped, unless no whole-model
+check ran at all (exit 4).
 
 Layers whose weights pass BIG_WEIGHT_BYTES are checked in float32 with a small batch and sequence (each step reads
 every weight once), so that verifying a big model costs about its size once in memory.
@@ -346,8 +347,8 @@ def start_runtime(before: Model, after: Model, options: CheckOptions, worker, *,
 def check_models(before: Model, after: Model, options: CheckOptions, *, placements: Optional[dict] = None,
                  notes: Optional[list] = None, **kwargs) -> list[Check]:
     """`before` against `after` (_check_models, below). `placements`: filled with where rnnconv's engine ran each
-    node of each model ({"source": Placements, "converted": Placements}); `notes` gets one line naming the nodes
-    it handed to onnxruntime (ops onnx's reference lacks or computes otherwise), when there are any."""
+    node of each model ({"source": Placements, "converted": Placements}); `notes` gets one line saying where they
+    ran (placements_note)."""
     notes = [] if notes is None else notes
     skipped = kwargs.pop("skipped", None)
     skipped = [] if skipped is None else skipped
@@ -366,9 +367,9 @@ def check_models(before: Model, after: Model, options: CheckOptions, *, placemen
 
 
 def placements_note(placements: Mapping[str, Placements]) -> Optional[str]:
-    """Where rnnconv's engine ran the nodes of each model, in one line: `engine: onnxruntime 41 nodes; rnnconv's
-    kernels LSTM 1 (onnxruntime refuses or lacks them)` (`placements` as check_models fills it); None when the
-    engine ran no model."""
+    """Where rnnconv's engine ran the nodes of each model, in one line: `engine: onnxruntime 41 nodes; rnnconv
+    LSTM 1` (rnnconv: the nodes onnxruntime refuses or lacks; `placements` as check_models fills it), one part per
+    model when they differ; None when the engine ran no model."""
     def listed(placed: Placements) -> str:
         by_place: dict[str, list] = {}
         for op, counts in sorted(placed.items()):

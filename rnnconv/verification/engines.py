@@ -1,5 +1,6 @@
-"""Running a model in an engine: rnnconv (spec-exact numpy: the ONNX engine or the IR interpreter, float64 or
-float32), onnxruntime (ONNX, CPU) or OpenVINO (IR, or ONNX through its own import; CPU, f32).
+"""Running a model in an engine: rnnconv (the ONNX engine, partitioned between onnxruntime and rnnconv's
+spec-exact kernels, or the IR interpreter; kernels in float64 or float32), onnxruntime (ONNX, CPU) or OpenVINO
+(IR, or ONNX through its own import; CPU, f32).
 
 Every failure is CannotRun with the engine's reason in one line; a runtime whose process died is Crashed.
 onnxruntime and openvino are imported only when a run needs them, so importing rnnconv stays light.
