@@ -123,3 +123,21 @@ def test_sequence_lens_as_onnxruntime(direction, outputs, tmp_path):
         for port in compiled.outputs:
             [key] = [n for n in port.get_names() if n in want]
             np.testing.assert_allclose(got[port], want[key], rtol=0, atol=ATOL, err_msg=f"{key} lens {lens}")
+
+
+def test_fp16_keeps_the_8_bit_weights_and_says_so(tmp_path):
+    """--fp16 compresses float weights; a DynamicQuantizeLSTM's are 8-bit integers, kept as they are (and its
+    numbers still onnxruntime's), which the rewrite says instead of the flag doing nothing silently."""
+    make, options, shapes = MODELS["forward"]
+    path = quantize(make(), tmp_path, "fp16", op_types_to_quantize=["LSTM"], **options)
+    result = to_openvino(path, tmp_path / "q.xml", fp16=True)
+    [what] = [r["what"] for r in result.report.rewrites if "run-time quantization" in r["what"]]
+    assert "weights kept 8-bit (fp16 compresses float weights only)" in what
+    feeds = {k: np.random.default_rng(5).standard_normal(s).astype(F32) for k, s in shapes(8).items()}
+    session = onnxruntime_session(path)
+    want = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    compiled = ov.Core().compile_model(str(tmp_path / "q.xml"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    got = compiled(feeds)
+    for port in compiled.outputs:
+        [key] = [n for n in port.get_names() if n in want]
+        np.testing.assert_allclose(got[port], want[key], rtol=0, atol=ATOL, err_msg=key)

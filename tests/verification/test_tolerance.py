@@ -64,3 +64,19 @@ def test_verify_on_models_that_differ(args, failing, tmp_path):
     assert code == (1 if failing else 0), out + err
     (check,) = json.loads(out)["checks"]
     assert [o["name"] for o in check["outputs"] if not o["ok"]] == failing, out
+
+
+def test_default_atol_follows_the_outputs_scale_and_a_given_one_does_not():
+    """README, Tolerances: float32's default atol adds 1e-6 times the output's largest |reference|. Two correct
+    float32 runtimes differ by 3.4e-5 on a near-zero element of an output reaching 153 (a real IR's case): within
+    the default; a given --atol is taken as given."""
+    from rnnconv.verification.results import compare_outputs
+    from rnnconv.verification.tolerance import Tolerances as T
+
+    ref = np.array([153.0, 1e-6, -40.0], np.float32)
+    cand = ref + np.array([0, 3.4e-5, 0], np.float32)
+    (out,) = compare_outputs("model", "a vs b", {"y": ref}, {"y": cand}).outputs
+    assert out.ok and abs(out.atol - (1e-5 + 1e-6 * 153)) < 1e-9, out
+    assert "float32 default" in out.tolerance and "153" in out.tolerance
+    (given,) = compare_outputs("model", "a vs b", {"y": ref}, {"y": cand}, T(atol=1e-5)).outputs
+    assert not given.ok and given.atol == 1e-5 and given.tolerance.startswith("atol given")

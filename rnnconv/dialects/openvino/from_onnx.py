@@ -128,7 +128,7 @@ def convert(model: ir.Model, *, fp16: bool = False,
         if rn is not None:
             outs = _recurrent(ctx, rn, fp16, rewrites)
         elif onnx_quantized.is_quantized_lstm(node):
-            outs = _quantized(ctx, onnx_quantized.read(node, opset=opset), rewrites)
+            outs = _quantized(ctx, onnx_quantized.read(node, opset=opset), rewrites, fp16)
         else:
             try:
                 outs = ops.TABLE[node.op_type].to_openvino(ctx, node)
@@ -265,8 +265,10 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
     return _outputs(ctx, rn, seq)
 
 
-def _quantized(ctx: ops.Context, q: onnx_quantized.QuantizedLSTM, rewrites: list[dict]) -> list:
-    """com.microsoft DynamicQuantizeLSTM -> its run-time quantization in OpenVINO ops (`quantized`)."""
+def _quantized(ctx: ops.Context, q: onnx_quantized.QuantizedLSTM, rewrites: list[dict], fp16: bool) -> list:
+    """com.microsoft DynamicQuantizeLSTM -> its run-time quantization in OpenVINO ops (`quantized`). Its weights
+    stay 8-bit integers and its scales float32 (what onnxruntime computes with): --fp16 has nothing to compress
+    there, which the rewrite says."""
     def port(name):
         v = q.inputs.get(name)
         return None if v is None else ctx.values[v.name]
@@ -275,7 +277,8 @@ def _quantized(ctx: ops.Context, q: onnx_quantized.QuantizedLSTM, rewrites: list
                            port("sequence_lens"))
     rewrites.append({"node": q.name, "what": f"{onnx_quantized.OP} ({q.layer.direction}, {q.weight_type} weights) "
                                              "-> run-time quantization of X and of H at every step, TensorIterator "
-                                             "per direction"})
+                                             "per direction" + ("; weights kept 8-bit (fp16 compresses float "
+                                                                "weights only)" if fp16 else "")})
     return outs
 
 
