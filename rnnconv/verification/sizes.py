@@ -117,9 +117,12 @@ def _onnx_rule(node: ir.Node, shape: Callable, sizes: _Sizes) -> None:
         k = 1 if op == "DynamicQuantizeLSTM" else 2
         hold(0, 2, 1, k, "input_size")
         d_axis = 1 if _attr(node, "layout", 0) else 0  # initial_h: [D, N, H], layout 1 [N, D, H]
+        n_axis = 1 - d_axis  # X: [T, N, I], layout 1 [N, T, I]: the batch axis is the states'
         for state in (5, 6) if op in ("LSTM", "DynamicQuantizeLSTM") else (5,):  # initial_h (and initial_c)
             hold(state, d_axis, 2, 0, "num_directions")
             hold(state, 2, 2, k, "hidden_size")
+            hold(0, n_axis, state, 1 - d_axis, "the batch size")
+        hold(0, n_axis, 4, 0, "the batch size")  # sequence_lens [N]
     elif op in ("BatchNormalization", "InstanceNormalization") and len(ins) >= 2:
         hold(0, 1, 1, 0, "the channels")
     elif op == "LayerNormalization" and len(ins) >= 2 and ins[1]:
@@ -200,6 +203,11 @@ def ir_sizes(graph, back: Callable, const: Callable) -> dict[tuple[str, int], tu
                 for port in (1, 2) if t == "LSTMSequence" else (1,):  # H_t, C_t: [batch, num_directions, H]
                     hold(layer, port, 1, np.shape(recurrence)[0], "num_directions")
                     hold(layer, port, 2, np.shape(recurrence)[2], "hidden_size")
+            # X [batch, T, I] against a state or seq_lengths whose batch is static
+            for port in (1, 2, 3) if t == "LSTMSequence" else (1, 2):
+                dims = layer.inputs[port].dims if port < len(layer.inputs) else None
+                if dims and isinstance(dims[0], int) and dims[0] > 0:
+                    hold(layer, 0, 0, dims[0], "the batch size")
     return found
 
 

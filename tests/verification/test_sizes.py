@@ -42,13 +42,17 @@ CASES = {
                     h.make_node("Transpose", ["c"], ["t"], perm=[0, 2, 1]),
                     h.make_node("MatMul", ["t", "m"], ["y"], name="m")], [None, None, None],
                    {"w": (8, 3, 1), "m": (8, 2)}, {1: 3}, "input channels"),
+    # a state whose batch is fixed (AECMOS-like: h0 [4, 1, 64] sliced per layer) fixes X's batch too
+    "gru_state_batch": ([h.make_node("GRU", ["x", "w", "r", "", "", "h0"], ["y"], hidden_size=2, name="gru")],
+                        [None, None, None], {"w": (1, 6, 3), "r": (1, 6, 2), "h0": (1, 1, 2)}, {1: 1, 2: 3},
+                        "of GRU 'gru'"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_drawn_sizes_run_in_onnxruntime(case, tmp_path):
     nodes, x_dims, inits, want, why = CASES[case]
-    proto = _model(nodes, x_dims, inits, len(x_dims) - (case == "matmul_1d"))
+    proto = _model(nodes, x_dims, inits, len(x_dims) + (case == "gru_state_batch") - (case == "matmul_1d"))
     onnx.checker.check_model(proto, full_check=True)
     path = tmp_path / "m.onnx"
     onnx.save(proto, path)
