@@ -1,11 +1,16 @@
-"""The conversion every ONNX -> ONNX command runs (upgrade, downgrade, layout): load, run the passes, check,
-write.
+"""The one conversion pipeline every converting command runs (as onnxsim's `simplify(model) -> (model, ok)`):
+`run(source, translator, checks)` loads the source, guards the output, checks the tolerance names, lets the
+translator convert, checks each replaced node against its replacement and the whole model before against after
+(`verification.checks`), writes only when every check passed, and returns the Result with its report. A command
+supplies its translator and its options, nothing else.
 
-Principle: no silent wrong answer. Each node a pass replaced is run against its replacement (real weights, random
-inputs with varied sequence_lens), then the whole model before against after (`verification.checks`). Any
-mismatch raises VerificationFailed and nothing is written. The interface (input and output names, dtypes, shapes)
-never changes; the result passes onnx.checker's full check (a result that does not is a step rnnconv lacks:
-Unsupported, naming op and versions).
+Principle: no silent wrong answer. Each node a rewrite replaced is run against its replacement (real weights,
+random inputs with varied sequence_lens), then the whole model before against after. Any mismatch raises
+VerificationFailed and nothing is written.
+
+`Passes` is the translator of the ONNX -> ONNX commands (upgrade, downgrade, layout, dequantize, fuse): its
+interface (input and output names, dtypes, shapes) never changes; the result passes onnx.checker's full check (a
+result that does not is a step rnnconv lacks: Unsupported, naming op and versions).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import dataclasses
 import os
 import re
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Protocol, Sequence
 
 import onnx_ir as ir
 
@@ -26,7 +31,7 @@ from rnnconv.passes.base import Pass, Rewrite, RewritePass
 from rnnconv.passes.fuse_cells import Fusion
 from rnnconv.passes.transpose_fold import FoldTransposes
 from rnnconv.verification import VERIFY_MODES, checks, extract
-from rnnconv.verification.model import load_input, onnx_model
+from rnnconv.verification.model import Model, load_input, onnx_model
 from rnnconv.verification.report import Report
 
 Progress = Callable[[int, int, str], None]
@@ -38,6 +43,192 @@ class Result:
 
     model: object  # an onnx_ir Model, or an IRGraph for to_openvino
     report: Report
+
+
+# -- the pipeline ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Source:
+    """The loaded source: its model (an onnx_ir Model or an IR graph), its output names (the tolerance names are
+    checked against them) and the files it is read from (an output may be none of them)."""
+
+    model: object
+    output_names: list[str]
+    files: tuple = ()
+
+
+@dataclasses.dataclass
+class Job:
+    """What the pipeline hands a translator: the call's settings, the report to fill, and an ExitStack that lives
+    until the output is written (temporary files, worker processes)."""
+
+    source: object  # as the caller gave it
+    output: Optional[Path]
+    verify: str
+    force: bool
+    options: checks.CheckOptions
+    report: Report
+    stack: contextlib.ExitStack
+
+
+@dataclasses.dataclass
+class Translation:
+    """What a translator made: the converted model, the node pairs to check, the two models of the whole-model
+    check (with check_models' keywords), and how to write the output once every check passed."""
+
+    model: object
+    pairs: list[checks.NodePair] = dataclasses.field(default_factory=list)
+    before: Optional[Model] = None
+    after: Optional[Model] = None
+    whole: dict = dataclasses.field(default_factory=dict)  # check_models keywords: runtime, isolate, precision...
+    write: Optional[Callable[[Path], None]] = None
+    finish: Optional[Callable[[], None]] = None  # after the checks, before the verdict (its own further checks)
+    failed: str = ""  # said after a failed verdict
+    fixes: tuple = ()
+
+
+class Translator(Protocol):
+    """A converting command: its name, what it writes, and the conversion itself."""
+
+    command: str
+    suffix: tuple[str, str]  # the output's suffix and what it holds ("an ONNX model")
+    tolerances: dict  # Tolerances fields the conversion sets (fp16_weights, dequantized)
+
+    def files(self, source) -> tuple:
+        """The files `source` is read from, before loading (BadInput when one is missing)."""
+
+    def targets(self, output: Path) -> list[Path]:
+        """Every file written for `output`."""
+
+    def open(self, source) -> Source: ...
+
+    def translate(self, source: Source, job: Job) -> Translation: ...
+
+
+def check_verify(verify: str) -> None:
+    if verify not in VERIFY_MODES:
+        raise UsageError(f"verify={verify!r}: expected one of {', '.join(VERIFY_MODES)}")
+
+
+def run(source, translator: Translator, options: Optional[checks.CheckOptions] = None, *, output=None,
+        verify: str = "full", force: bool = False, progress: Optional[Progress] = None) -> Result:
+    """Convert `source` with `translator`, check every replaced node (unless verify is "none") and the whole model
+    ("full"), write `output` (when given) only when every check passed. `progress(done, total, label)` is called
+    as each step starts."""
+    tick = progress or (lambda done, total, label: None)
+    check_verify(verify)
+    options = (options or checks.CheckOptions()).holding(**translator.tolerances)
+    out = Path(output) if output is not None else None
+    targets = translator.targets(out) if out is not None else []
+    files = translator.files(source)
+    for target in targets:  # before loading: the cheap refusals first
+        io.guard_output(target, force=force, inputs=files)
+    loaded = translator.open(source)
+    options.tolerances.check_names(loaded.output_names)  # the one check of the names tolerances were given for
+    for target in targets:  # over the input's external data too, then the name
+        io.guard_output(target, force=force, inputs=loaded.files)
+    if out is not None:
+        io.check_suffix(out, *translator.suffix)
+    report = Report(translator.command, verified=verify)
+    with contextlib.ExitStack() as stack:
+        done = translator.translate(loaded, Job(source, out, verify, force, options, report, stack))
+        pairs = done.pairs if verify != "none" else []
+        whole = verify == "full" and done.before is not None
+        total = len(pairs) + whole + (out is not None)
+        step = iter(range(total + 1))
+        report.checks.extend(checks.check_nodes(pairs, options, lambda label: tick(next(step), total, label)))
+        if whole:
+            tick(next(step), total, "whole model")
+            report.checks.extend(checks.check_models(done.before, done.after, options, skipped=report.skipped,
+                                                     notes=report.notes, placements=report.placements,
+                                                     **done.whole))
+        if done.finish is not None:
+            done.finish()
+        if not report.ok:
+            raise VerificationFailed(f"{translator.command}: {report.verdict()}; nothing written{done.failed}",
+                                     report, fixes=done.fixes)
+        if out is not None:
+            tick(next(step), total, "writing")
+            done.write(out)
+            report.output = str(out)
+        tick(total, total, "done")
+        return Result(done.model, report)
+
+
+# -- ONNX -> ONNX: passes -------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Passes:
+    """The translator of the ONNX -> ONNX commands: the passes `plan(model, report)` gives for the loaded model
+    (raising, with the reason, when the command cannot or need not convert it; notes it adds to the report come
+    first), each rewrite checked alone, Transposes folded around the rewrites. `finish(model, job)`: the command's
+    own last step and checks (fuse --free-sequence)."""
+
+    command: str
+    plan: Callable[[ir.Model, Report], Sequence[Pass]]
+    external_data: Optional[bool] = None
+    tolerances: dict = dataclasses.field(default_factory=dict)
+    finish: Optional[Callable[[ir.Model, Job], None]] = None
+    suffix = (".onnx", "an ONNX model")
+
+    def files(self, source) -> tuple:
+        return (source,) if isinstance(source, (str, os.PathLike)) else ()
+
+    def targets(self, output: Path) -> list[Path]:
+        return [output]
+
+    def open(self, source) -> Source:
+        model = load(source)
+        return Source(model, [v.name for v in model.graph.outputs], (*self.files(source), *io.external_paths(model)))
+
+    def translate(self, loaded: Source, job: Job) -> Translation:
+        model, report, verify, source = loaded.model, job.report, job.verify, job.source
+        passes = self.plan(model, report)
+        if job.output is not None and self.external_data is not False and self.finish is None:
+            # Untouched weights start copying now, beside the rest; save() keeps the copy where its layout agrees.
+            early = job.stack.enter_context(io.EarlyCopy(model, job.output))
+        else:
+            early = None
+        original = original_copy(model, source) if verify == "full" else None
+        onnx_recurrent.find(model, io.source_name(source))  # bad recurrent nodes: BadInput naming the file
+        infer_shapes(model)
+        interface_before = interface(model)
+        opset_before = onnx_recurrent.default_opset(model)
+        pairs: list[checks.NodePair] = []
+        rewriting = [p for p in passes if isinstance(p, RewritePass)]
+        for p in passes:
+            if isinstance(p, RewritePass):
+                def observe(r: Rewrite, p=p):
+                    op = r.op if isinstance(r, Fusion) else r.original.op
+                    report.rewrites.append({"node": r.name, "op": op, "what": "; ".join(r.what)})
+                    if verify != "none":
+                        subject = f"node {r.name}" + (f" ({r.what[0]})" if len(rewriting) > 1 else "")
+                        pairs.append(node_pair(model, r, subject))
+
+                p.observe = observe
+            result = p(model)
+            report.notes.extend(result.changes)  # what the pass did beside its rewrites
+            if isinstance(p, RewritePass) and result.rewrites:
+                # Scoped to the rewrites' Transposes (and the ones they meet): the rest is not ours to edit.
+                FoldTransposes(scope=[n for r in result.rewrites for n in r.nodes])(model)
+        if interface(model) != interface_before:
+            raise VerificationFailed(f"{self.command}: the model's interface changed (a bug in rnnconv)", report)
+        try:
+            io.check_full(model)
+        except RnnconvError as err:
+            if _declared_outputs_contradicted(model):
+                raise BadInput(f"{io.source_name(source)}: the shapes it declares for its outputs contradict "
+                               f"what its nodes compute, which the older schemas of its opset did not check "
+                               f"(onnx's shape inference of the converted model: {err})") from err
+            raise missing_step(self.command, str(err), opset_before, onnx_recurrent.default_opset(model)) from err
+
+        def write(output: Path) -> None:
+            io.save(model, output, force=job.force, inputs=self.files(source), external_data=self.external_data,
+                    early=early)
+
+        return Translation(model, pairs, onnx_model(original, io.source_name(source)) if original else None,
+                           onnx_model(model), write=write,
+                           finish=(lambda: self.finish(model, job)) if self.finish is not None else None)
 
 
 def load(source) -> ir.Model:
@@ -175,76 +366,3 @@ def fusion_pair(model: ir.Model, f: Fusion, subject: str) -> checks.NodePair:
         before = ir.serde.deserialize_model(ir.serde.serialize_model(before))
     after = extract.extract(f.nodes, f.inputs, news, opsets, version, output_names=[v.name for v in olds])
     return checks.NodePair(subject, onnx_model(before), onnx_model(after), checks.precision_for(model, []))
-
-
-def convert(source, output, *, command: str, passes: Sequence[Pass], verify: str = "full",
-            options: Optional[checks.CheckOptions] = None, force: bool = False,
-            external_data: Optional[bool] = None, progress: Optional[Progress] = None,
-            loaded: Optional[ir.Model] = None) -> Result:
-    """Run `passes` on the model, check every rewrite (unless verify is "none") and the whole model ("full"),
-    write `output` (when given). `progress(done, total, label)` is called as each step starts; `loaded`: the
-    source, already loaded."""
-    tick = progress or (lambda done, total, label: None)
-    options = options or checks.CheckOptions()
-    paths = (source,) if isinstance(source, (str, os.PathLike)) else ()
-    if output is not None:
-        io.guard_output(Path(output), force=force, inputs=paths)
-    if verify not in VERIFY_MODES:
-        raise UsageError(f"verify={verify!r}: expected one of {', '.join(VERIFY_MODES)}")
-    model = loaded if loaded is not None else load(source)
-    options.tolerances.check_names([v.name for v in model.graph.outputs])
-    if output is not None:  # over the input's external data first, then the name
-        io.guard_output(Path(output), force=force, inputs=(*paths, *io.external_paths(model)))
-        io.check_suffix(output, ".onnx", "an ONNX model")
-    # Untouched weights start copying now, beside the rest; save() keeps the copy where its layout agrees.
-    early = io.EarlyCopy(model, output) if output is not None and external_data is not False else None
-    with early or contextlib.nullcontext():
-        original = original_copy(model, source) if verify == "full" else None
-        onnx_recurrent.find(model, io.source_name(source))  # bad recurrent nodes: BadInput naming the file
-        infer_shapes(model)
-        interface_before = interface(model)
-        opset_before = onnx_recurrent.default_opset(model)
-        report = Report(command, verified=verify)
-        pairs: list[checks.NodePair] = []
-        rewriting = [p for p in passes if isinstance(p, RewritePass)]
-        for p in passes:
-            if isinstance(p, RewritePass):
-                def observe(r: Rewrite, p=p):
-                    op = r.op if isinstance(r, Fusion) else r.original.op
-                    report.rewrites.append({"node": r.name, "op": op, "what": "; ".join(r.what)})
-                    if verify != "none":
-                        subject = f"node {r.name}" + (f" ({r.what[0]})" if len(rewriting) > 1 else "")
-                        pairs.append(node_pair(model, r, subject))
-
-                p.observe = observe
-            result = p(model)
-            report.notes.extend(result.changes)  # what the pass did beside its rewrites
-            if isinstance(p, RewritePass) and result.rewrites:
-                # Scoped to the rewrites' Transposes (and the ones they meet): the rest is not ours to edit.
-                FoldTransposes(scope=[n for r in result.rewrites for n in r.nodes])(model)
-        if interface(model) != interface_before:
-            raise VerificationFailed(f"{command}: the model's interface changed (a bug in rnnconv)", report)
-        try:
-            io.check_full(model)
-        except RnnconvError as err:
-            if _declared_outputs_contradicted(model):
-                raise BadInput(f"{io.source_name(source)}: the shapes it declares for its outputs contradict "
-                               f"what its nodes compute, which the older schemas of its opset did not check "
-                               f"(onnx's shape inference of the converted model: {err})") from err
-            raise missing_step(command, str(err), opset_before, onnx_recurrent.default_opset(model)) from err
-        total = len(pairs) + (verify == "full") + (output is not None)
-        step = iter(range(total + 1))
-        report.checks.extend(checks.check_nodes(pairs, options, lambda label: tick(next(step), total, label)))
-        if verify == "full":
-            tick(next(step), total, "whole model")
-            report.checks.extend(checks.check_models(onnx_model(original, io.source_name(source)),
-                                                     onnx_model(model), options, skipped=report.skipped,
-                                                     notes=report.notes, placements=report.placements))
-        if not report.ok:
-            raise VerificationFailed(f"{command}: {report.verdict()}; nothing written", report)
-        if output is not None:
-            tick(next(step), total, "writing")
-            io.save(model, output, force=force, inputs=paths, external_data=external_data, early=early)
-            report.output = str(output)
-        tick(total, total, "done")
-        return Result(model, report)

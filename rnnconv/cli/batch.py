@@ -17,8 +17,8 @@ import click
 
 from rnnconv.cli.options import (
     CHECK_OPTIONS,
-    check_kwargs,
     check_options,
+    check_values,
     error_text,
     force_option,
     json_option,
@@ -41,7 +41,7 @@ def converting(name: str, *, reads: str = ".onnx", writes: str = ".onnx", verify
                progress: bool = False):
     """Turn `f(**command_options) -> convert` into the click command `name` over MODEL... .
 
-    `convert(source, output, *, verify, force, **check)` converts one model and returns a Result; it must be
+    `convert(source, output, *, verify, force, options)` converts one model and returns a Result; it must be
     picklable (a module-level function or a functools.partial of one) for --jobs; with `progress` it also takes
     `progress=callback(done, total, label)` (a bar per step on a terminal). One MODEL with -o prints the full
     report; --out-dir, several models or a directory (every `reads` file under it) run in batch mode.
@@ -51,9 +51,9 @@ def converting(name: str, *, reads: str = ".onnx", writes: str = ".onnx", verify
         @functools.wraps(f)
         def command(models, output, out_dir, report_file, jobs, quiet, verify, no_verify, as_json, force,
                     **options):
-            check = check_kwargs(**{k: options.pop(k) for k in CHECK_OPTIONS})
+            check = check_values(**{k: options.pop(k) for k in CHECK_OPTIONS})
             mode = "none" if no_verify else verify
-            common = dict(verify=mode, force=force, **check)
+            common = dict(verify=mode, force=force, options=check)
             convert = f(**options)
             if output is not None and out_dir is not None:
                 raise UsageError("give -o OUT (one model) or --out-dir DIR, not both")

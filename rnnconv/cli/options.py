@@ -76,10 +76,12 @@ def check_options(f):
 CHECK_OPTIONS = ("atol", "rtol", "seed", "runs", "dims", "ranges", "inputs")
 
 
-def check_kwargs(atol, rtol, seed, runs, dims, ranges, inputs) -> dict:
-    """The API's keyword arguments for the values of check_options."""
-    return {"atol": parse_tolerance(atol, "--atol"), "rtol": parse_tolerance(rtol, "--rtol"), "seed": seed,
-            "runs": runs, "dims": parse_dims(dims), "ranges": parse_ranges(ranges), "inputs": inputs}
+def check_values(atol, rtol, seed, runs, dims, ranges, inputs):
+    """The values of check_options as the API's CheckOptions, built once for every model a command converts."""
+    from rnnconv.verification.checks import CheckOptions  # on use: `rnnconv --help` stays light
+
+    return CheckOptions.of(atol=parse_tolerance(atol, "--atol"), rtol=parse_tolerance(rtol, "--rtol"), seed=seed,
+                           runs=runs, dims=parse_dims(dims), ranges=parse_ranges(ranges), inputs=inputs)
 
 
 def verify_options(f, modes: tuple = VERIFY_MODES):

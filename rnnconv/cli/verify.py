@@ -5,8 +5,8 @@ import sys
 import click
 
 from rnnconv.cli.options import (
-    check_kwargs,
     check_options,
+    check_values,
     emit_report,
     force_option,
     json_option,
@@ -57,7 +57,7 @@ def command(reference, candidate, engine, reference_engine, candidate_engine, at
     report = compare_models(reference, candidate, engine=engine, reference_engine=reference_engine,
                             candidate_engine=candidate_engine, save_inputs=save_inputs, save_outputs=save_outputs,
                             plot=plot, force=force,
-                            **check_kwargs(atol, rtol, seed, runs, dims, ranges, inputs))
+                            options=check_values(atol, rtol, seed, runs, dims, ranges, inputs))
     emit_report(report, as_json)
     if not report.ok:
         sys.exit(EXIT_VERIFY)  # click's non-standalone main swallows click's own Exit

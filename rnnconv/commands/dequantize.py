@@ -16,7 +16,7 @@ import numpy as np
 from rnnconv import conversion
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.engine.op_dynamic_quantize_lstm import mlas_saturates
-from rnnconv.errors import Unsupported, VerificationFailed
+from rnnconv.errors import Unsupported
 from rnnconv.passes.dequantize import DequantizePass
 from rnnconv.verification.checks import CheckOptions
 from rnnconv.verification.tolerance import DEQUANTIZED_ATOL, DEQUANTIZED_RTOL
@@ -30,13 +30,9 @@ NOTE = (f"{onnx_quantized.OP} -> LSTM is an approximation: onnxruntime's kernel 
         f"{DEQUANTIZED_RTOL:g} unless a tolerance is given")
 
 
-def dequantize(source, output=None, *, verify: str = "full", force: bool = False,
-               external_data: Optional[bool] = None, progress=None, **check) -> conversion.Result:
-    """Replace every DynamicQuantizeLSTM of `source` by a float32 ONNX LSTM; Unsupported when there is none.
-
-    `check`: how rewrites are verified (seed, runs, dims, ranges, inputs, atol, rtol: see CheckOptions); the
-    default tolerance is the "dequantized" one."""
-    model = conversion.load(source)
+def plan(model, report) -> list:
+    """DequantizePass; Unsupported when the model holds no DynamicQuantizeLSTM. Why the checks may fail is said
+    first (in a failure's report most of all)."""
     if not onnx_quantized.holds(model):
         floats = ", ".join(f"{rn.name} ({rn.op})" for rn in onnx_recurrent.find(model))
         raise Unsupported(f"the model holds no {onnx_quantized.DOMAIN} {onnx_quantized.OP} node: nothing to "
@@ -45,17 +41,21 @@ def dequantize(source, output=None, *, verify: str = "full", force: bool = False
                                              if floats else "it holds no recurrent node (dequantize replaces "
                                              f"{onnx_quantized.OP} only; other quantized ops stay as they are)"))
     saturating = [q.name for q in onnx_quantized.find(model) if _full_range(q)] if mlas_saturates() else []
-    notes = [NOTE] + ([SATURATION.format(", ".join(saturating))] if saturating else [])
-    try:
-        result = conversion.convert(source, output, command="dequantize", passes=[DequantizePass()], verify=verify,
-                                    options=CheckOptions.of(**check, dequantized=True), force=force,
-                                    external_data=external_data, progress=progress, loaded=model)
-    except VerificationFailed as err:  # why it may fail belongs in the failure's report most of all
-        if err.report is not None:
-            err.report.notes[:0] = notes
-        raise
-    result.report.notes[:0] = notes
-    return result
+    report.notes[:0] = [NOTE] + ([SATURATION.format(", ".join(saturating))] if saturating else [])
+    return [DequantizePass()]
+
+
+def dequantize(source, output=None, *, verify: str = "full", force: bool = False,
+               external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
+               **check) -> conversion.Result:
+    """Replace every DynamicQuantizeLSTM of `source` by a float32 ONNX LSTM; Unsupported when there is none.
+
+    `options` (or its keywords `check`: seed, runs, dims, ranges, inputs, atol, rtol): how rewrites are verified
+    (see CheckOptions); the default tolerance is the "dequantized" one."""
+    translator = conversion.Passes("dequantize", plan, external_data=external_data,
+                                   tolerances={"dequantized": True})
+    return conversion.run(source, translator, CheckOptions.given(options, check), output=output, verify=verify,
+                          force=force, progress=progress)
 
 
 def _full_range(q: onnx_quantized.QuantizedLSTM) -> bool:

@@ -9,88 +9,104 @@ runtime (CPU, f32) against the ONNX model in onnxruntime.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Optional
 
-from rnnconv import io
-from rnnconv.conversion import Result, check_opset
+from rnnconv import conversion, io
 from rnnconv.dialects.onnx_recurrent import LAYOUT_SINCE
 from rnnconv.dialects.openvino import reader as ov_reader
 from rnnconv.dialects.openvino.to_onnx import MIN_OPSET, Converter, Rewritten
 from rnnconv.dialects.openvino.validate import validate
 from rnnconv.engine.onnxruntime_runtime import newest_common_opset
-from rnnconv.errors import (
-    BadInput,
-    RnnconvError,
-    Unsupported,
-    UsageError,
-    VerificationFailed,
-)
-from rnnconv.verification import VERIFY_MODES, checks
+from rnnconv.errors import BadInput, RnnconvError, Unsupported, UsageError, VerificationFailed
+from rnnconv.verification import checks
+from rnnconv.verification.checks import CheckOptions
 from rnnconv.verification.model import ir_model, onnx_model
-from rnnconv.verification.report import Report
+
+
+@dataclasses.dataclass
+class FromOpenVINO:
+    """The IR -> ONNX translator: `rnnconv.dialects.openvino.to_onnx` at `opset` in `layout`; each recurrent layer
+    checked alone, then the whole model (in the OpenVINO runtime too, per `runtime`)."""
+
+    opset: int
+    layout: int = 0
+    bin: Optional[Path] = None
+    runtime: Optional[bool] = None
+    command = "from-openvino"
+    suffix = (".onnx", "an ONNX model")
+    tolerances = {}
+
+    def __post_init__(self):
+        if self.layout not in (0, 1):
+            raise UsageError(f"layout must be 0 or 1, got {self.layout}")
+        conversion.check_opset(self.opset)
+        if self.opset < MIN_OPSET:
+            raise Unsupported(f"opset {self.opset}: the ONNX recurrent ops rnnconv writes need opset {MIN_OPSET} or "
+                              f"newer", fixes=(f"opset={MIN_OPSET}",))
+        if self.layout == 1 and self.opset < LAYOUT_SINCE:
+            raise Unsupported(f"layout 1 needs opset {LAYOUT_SINCE} or newer (the layout attribute is new in "
+                              f"GRU/LSTM/RNN-{LAYOUT_SINCE})", fixes=(f"opset={LAYOUT_SINCE}",))
+
+    def files(self, xml) -> tuple:
+        xml = Path(os.fspath(xml))
+        if not xml.exists():
+            raise BadInput(f"{xml}: no such file")
+        if self.bin is not None and not self.bin.exists():
+            raise BadInput(f"{self.bin}: no such file")
+        return xml, self.bin if self.bin is not None else ov_reader.bin_path_for(xml)
+
+    def targets(self, output: Path) -> list[Path]:
+        return [output]
+
+    def open(self, xml) -> conversion.Source:
+        xml, bin_path = self.files(xml)
+        graph = ov_reader.read(xml, bin_path)
+        return conversion.Source(graph, graph.output_names(), (xml, bin_path))
+
+    def translate(self, source: conversion.Source, job: conversion.Job) -> conversion.Translation:
+        graph, (xml, bin_path) = source.model, source.files
+        try:
+            validate(graph, str(xml))
+            conv = Converter(graph, self.opset, self.layout)
+            model = conv.run()
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError) as err:
+            # The reader checked the XML and the .bin; what is left is an IR whose layers contradict each other.
+            raise BadInput(f"{xml}: malformed IR ({type(err).__name__}: {err})") from err
+        job.report.rewrites.extend(conv.rewrites)
+        try:
+            io.check_full(model)
+        except RnnconvError as err:
+            raise VerificationFailed(f"from-openvino: the converted model fails onnx.checker: {err}",
+                                     job.report) from err
+        pairs = [_node_pair(rw, self.opset, self.layout) for rw in conv.recurrent] if job.verify != "none" else []
+        before = ir_model(graph, str(xml), xml, bin_path if bin_path.exists() else None)
+
+        def write(output: Path) -> None:
+            io.save(model, output, force=job.force, inputs=(xml, bin_path))
+
+        return conversion.Translation(model, pairs, before, onnx_model(model), {"runtime": self.runtime}, write)
 
 
 def from_openvino(xml, output=None, *, bin=None, opset: Optional[int] = None, layout: int = 0,
-                  verify: str = "full", force: bool = False, runtime: Optional[bool] = None, **check) -> Result:
+                  verify: str = "full", force: bool = False, runtime: Optional[bool] = None,
+                  options: Optional[CheckOptions] = None, **check) -> conversion.Result:
     """Convert OpenVINO IR `xml` (+ its .bin, beside it or `bin`) to ONNX; verify; write `output` when given.
 
     `opset`: default-domain opset of the result (default: the newest onnx and onnxruntime both run);
     `layout`: 0 (time-major, Transposes around each recurrent node; onnxruntime runs it) or 1 (batch-major,
     opset >= 14); `verify`: "full" (each recurrent layer alone, then the whole model), "node" (each recurrent layer
     alone, on its real weights: for models too big to run whole) or "none"; `runtime`: also run the OpenVINO
-    runtime (default: when installed); `check`: how outputs are compared (see CheckOptions).
+    runtime (default: when installed); `options` (or its keywords `check`): how outputs are compared (see
+    CheckOptions).
     """
-    xml = Path(os.fspath(xml))
-    bin_path = Path(os.fspath(bin)) if bin is not None else ov_reader.bin_path_for(xml)
-    if verify not in VERIFY_MODES:
-        raise UsageError(f"verify={verify!r}: expected one of {', '.join(VERIFY_MODES)}")
-    if layout not in (0, 1):
-        raise UsageError(f"layout must be 0 or 1, got {layout}")
-    opset = newest_common_opset() if opset is None else int(opset)
-    check_opset(opset)
-    if opset < MIN_OPSET:
-        raise Unsupported(f"opset {opset}: the ONNX recurrent ops rnnconv writes need opset {MIN_OPSET} or newer",
-                          fixes=(f"opset={MIN_OPSET}",))
-    if layout == 1 and opset < LAYOUT_SINCE:
-        raise Unsupported(f"layout 1 needs opset {LAYOUT_SINCE} or newer (the layout attribute is new in "
-                          f"GRU/LSTM/RNN-{LAYOUT_SINCE})", fixes=(f"opset={LAYOUT_SINCE}",))
-    if not xml.exists():
-        raise BadInput(f"{xml}: no such file")
-    if bin is not None and not bin_path.exists():
-        raise BadInput(f"{bin_path}: no such file")
-    if output is not None:
-        io.guard_output(Path(output), force=force, inputs=(xml, bin_path))
-        io.check_suffix(output, ".onnx", "an ONNX model")
-    graph = ov_reader.read(xml, bin_path)
-    try:
-        validate(graph, str(xml))
-        conv = Converter(graph, opset, layout)
-        model = conv.run()
-    except (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError) as err:
-        # The reader checked the XML and the .bin; what is left is an IR whose layers contradict each other.
-        raise BadInput(f"{xml}: malformed IR ({type(err).__name__}: {err})") from err
-    report = Report("from-openvino", rewrites=conv.rewrites, verified=verify)
-    try:
-        io.check_full(model)
-    except RnnconvError as err:
-        raise VerificationFailed(f"from-openvino: the converted model fails onnx.checker: {err}", report) from err
-    options = checks.CheckOptions.of(**check)
-    options.tolerances.check_names([v.name for v in model.graph.outputs])
-    if verify != "none":
-        report.checks.extend(checks.check_nodes([_node_pair(rw, opset, layout) for rw in conv.recurrent], options))
-    if verify == "full":
-        source = ir_model(graph, str(xml), xml, bin_path if bin_path.exists() else None)
-        report.checks.extend(checks.check_models(source, onnx_model(model), options, runtime=runtime,
-                                                 skipped=report.skipped, notes=report.notes,
-                                                 placements=report.placements))
-    if not report.ok:
-        raise VerificationFailed(f"from-openvino: {report.verdict()}; nothing written", report)
-    if output is not None:
-        io.save(model, output, force=force, inputs=(xml, bin_path))
-        report.output = str(output)
-    return Result(model, report)
+    conversion.check_verify(verify)
+    translator = FromOpenVINO(newest_common_opset() if opset is None else int(opset), layout,
+                              Path(os.fspath(bin)) if bin is not None else None, runtime)
+    return conversion.run(xml, translator, CheckOptions.given(options, check), output=output, verify=verify,
+                          force=force)
 
 
 def _node_pair(rewritten: Rewritten, opset: int, layout: int) -> checks.NodePair:

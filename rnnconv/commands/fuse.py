@@ -4,14 +4,12 @@ its glue, then the whole model (rnnconv.passes.fuse_cells says what is matched a
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv import conversion, io
+from rnnconv import conversion
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.errors import Unsupported
 from rnnconv.passes import free_sequence as freeing
@@ -31,15 +29,8 @@ ORT_RNN_NOTE = ("onnxruntime runs a fused RNN node slower than the unrolled step
                 "faster")
 
 
-def fuse(source, output=None, *, free_sequence: bool = False, verify: str = "full", force: bool = False,
-         external_data: Optional[bool] = None, progress=None, **check) -> conversion.Result:
-    """Replace each chain of unrolled recurrent steps of `source` by one ONNX RNN/GRU/LSTM node (and the glue that
-    keeps the interface); Unsupported when there is none to fuse, with the near-misses and why.
-
-    `free_sequence`: also make the sequence length the export froze symbolic (an interface change, stated in the
-    report; refused unless every recurrent node runs forward over a graph input, see passes/free_sequence.py).
-    `check`: how rewrites are verified (seed, runs, dims, ranges, inputs, atol, rtol: see CheckOptions)."""
-    model = conversion.load(source)
+def plan(model: ir.Model, report) -> list:
+    """FusePass; Unsupported when there is nothing to fuse, with the near-misses and why."""
     fusions, misses = survey(model)
     if not fusions:
         why = "; ".join(str(m) for m in misses)
@@ -48,28 +39,32 @@ def fuse(source, output=None, *, free_sequence: bool = False, verify: str = "ful
         raise Unsupported("nothing to fuse: " + (why if why else "the model holds no unrolled RNN, GRU or LSTM step "
                                                  "that fuse recognizes (cells applied step by step, dynamo's "
                                                  "unrolled nn.RNN, Scan or Loop bodies of one step)") + have)
-    options = CheckOptions.of(**check)
-    paths = (source,) if isinstance(source, (str, os.PathLike)) else ()
-    if free_sequence and output is not None:
-        io.guard_output(Path(output), force=force, inputs=paths)
-    result = conversion.convert(source, None if free_sequence else output, command="fuse", passes=[FusePass()],
-                                verify=verify, options=options, force=force, external_data=external_data,
-                                progress=progress, loaded=model)
     if any(f.op == "RNN" for f in fusions):
-        result.report.notes.append(ORT_RNN_NOTE)
-    if free_sequence:
-        _free(result, source, options)
-        if output is not None:
-            io.save(result.model, output, force=force, inputs=paths, external_data=external_data)
-            result.report.output = str(output)
-    return result
+        report.notes.append(ORT_RNN_NOTE)
+    return [FusePass()]
 
 
-def _free(result: conversion.Result, source, options: CheckOptions) -> None:
+def fuse(source, output=None, *, free_sequence: bool = False, verify: str = "full", force: bool = False,
+         external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
+         **check) -> conversion.Result:
+    """Replace each chain of unrolled recurrent steps of `source` by one ONNX RNN/GRU/LSTM node (and the glue that
+    keeps the interface); Unsupported when there is none to fuse, with the near-misses and why.
+
+    `free_sequence`: also make the sequence length the export froze symbolic (an interface change, stated in the
+    report; refused unless every recurrent node runs forward over a graph input, see passes/free_sequence.py).
+    `options` (or its keywords `check`: seed, runs, dims, ranges, inputs, atol, rtol): how rewrites are verified
+    (see CheckOptions)."""
+    translator = conversion.Passes("fuse", plan, external_data=external_data,
+                                   finish=_free if free_sequence else None)
+    return conversion.run(source, translator, CheckOptions.given(options, check), output=output, verify=verify,
+                          force=force, progress=progress)
+
+
+def _free(model: ir.Model, job: conversion.Job) -> None:
     """Free the sequence length of the fused model, then check it: at the export's length against the source,
     and on a longer sequence whose first steps are the same inputs (a forward recurrence's first outputs depend on
     the first inputs alone) against the source on those steps."""
-    model, report = result.model, result.report
+    report, source, options = job.report, job.source, job.options
     axes = freeing.sequence_axes(model)
     backward = [onnx_recurrent.node_label(n) for n in model.graph if n.op_type in onnx_recurrent.OPS
                 and (n.attributes.get("direction") is not None and n.attributes["direction"].value != "forward")]
@@ -128,7 +123,3 @@ def _free(result: conversion.Result, source, options: CheckOptions) -> None:
                         f"{', '.join(f'{k} axis {a}' for k, a in time_axes.items()) or 'none'} are now "
                         f"'{freeing.SEQUENCE}' (the export froze {T})"
                         + (f"; {', '.join(fixed)} keep their shape and are checked at {T} steps only" if fixed else ""))
-    if not report.ok:
-        from rnnconv.errors import VerificationFailed
-
-        raise VerificationFailed(f"fuse: {report.verdict()}; nothing written", report)

@@ -9,11 +9,9 @@ nodes can hold `layout`; or down last).
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Optional, Sequence
 
-from rnnconv import conversion, io
+from rnnconv import conversion
 from rnnconv.dialects.onnx_recurrent import LAYOUT_SINCE
 from rnnconv.errors import Unsupported, UsageError
 from rnnconv.passes.layout import LayoutPass, select
@@ -21,32 +19,40 @@ from rnnconv.passes.opset import OpsetPass
 from rnnconv.verification.checks import CheckOptions
 
 
-def convert_layout(source, output=None, *, to: int, nodes: Optional[Sequence[str]] = None,
-                   opset: Optional[int] = None, verify: str = "full", force: bool = False,
-                   external_data: Optional[bool] = None, progress=None, **check) -> conversion.Result:
-    """Give the recurrent nodes (all, or those named in `nodes`) layout `to`; `opset` also moves the model there.
+def translator(to: int, nodes: Optional[Sequence[str]] = None, opset: Optional[int] = None,
+               external_data: Optional[bool] = None) -> conversion.Passes:
+    """LayoutPass(to, nodes), with the OpsetPass that moves the model to `opset` (up first, or down last).
 
-    Layout 1 exists from opset 14: below it, raise Unsupported unless `opset` (>= 14) is given. `check`: how
-    rewrites are verified (see CheckOptions)."""
+    Layout 1 exists from opset 14: below it, Unsupported unless `opset` (>= 14) is given."""
     if to not in (0, 1):
         raise UsageError(f"layout must be 0 (sequence-major) or 1 (batch-major), got {to}")
-    if output is not None and isinstance(source, (str, os.PathLike)):
-        io.guard_output(Path(output), force=force, inputs=(source,))
-    model = conversion.load(source)  # the checker speaks first, as elsewhere
-    if opset is not None:
-        conversion.check_opset(opset)
-    current = conversion.source_opset(model)
-    target = current if opset is None else opset
-    if to == 1 and target < LAYOUT_SINCE:
-        where = "is" if opset is None else "would be"
-        raise Unsupported(f"layout 1 needs opset {LAYOUT_SINCE} or higher (GRU/LSTM/RNN-{LAYOUT_SINCE}); the model "
-                          f"{where} at opset {target}", fixes=(f"opset={LAYOUT_SINCE}",))
-    select(model, nodes, to)  # unknown node names and nodes that cannot move fail before anything runs
-    passes = [LayoutPass(to, nodes)]
-    if target > current:
-        passes.insert(0, OpsetPass(target))
-    elif target < current:
-        passes.append(OpsetPass(target))
-    return conversion.convert(source, output, command="layout", passes=passes, verify=verify,
-                              options=CheckOptions.of(**check), force=force, external_data=external_data,
-                              progress=progress, loaded=model)
+
+    def plan(model, report) -> list:
+        if opset is not None:
+            conversion.check_opset(opset)
+        current = conversion.source_opset(model)
+        target = current if opset is None else opset
+        if to == 1 and target < LAYOUT_SINCE:
+            where = "is" if opset is None else "would be"
+            raise Unsupported(f"layout 1 needs opset {LAYOUT_SINCE} or higher (GRU/LSTM/RNN-{LAYOUT_SINCE}); the "
+                              f"model {where} at opset {target}", fixes=(f"opset={LAYOUT_SINCE}",))
+        select(model, nodes, to)  # unknown node names and nodes that cannot move fail before anything runs
+        passes = [LayoutPass(to, nodes)]
+        if target > current:
+            passes.insert(0, OpsetPass(target))
+        elif target < current:
+            passes.append(OpsetPass(target))
+        return passes
+
+    return conversion.Passes("layout", plan, external_data=external_data)
+
+
+def convert_layout(source, output=None, *, to: int, nodes: Optional[Sequence[str]] = None,
+                   opset: Optional[int] = None, verify: str = "full", force: bool = False,
+                   external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
+                   **check) -> conversion.Result:
+    """Give the recurrent nodes (all, or those named in `nodes`) layout `to`; `opset` also moves the model there.
+
+    `options` (or its keywords `check`): how rewrites are verified (see CheckOptions)."""
+    return conversion.run(source, translator(to, nodes, opset, external_data), CheckOptions.given(options, check),
+                          output=output, verify=verify, force=force, progress=progress)

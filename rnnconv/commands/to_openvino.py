@@ -25,6 +25,7 @@ the target and renamed into place only after every check passed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import tempfile
 from pathlib import Path
@@ -32,17 +33,16 @@ from typing import Optional, Union
 
 import onnx_ir as ir
 
-from rnnconv import io
-from rnnconv.conversion import Result
+from rnnconv import conversion, io
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.dialects.openvino import from_onnx, frontend, ops, quantized
 from rnnconv.dialects.openvino import reader as ov_reader
 from rnnconv.dialects.openvino import writer as ov_writer
 from rnnconv.engine import openvino_runtime
-from rnnconv.errors import IOFailure, Unsupported, UsageError, VerificationFailed
+from rnnconv.errors import IOFailure, Unsupported, UsageError
 from rnnconv.passes.ir_transpose_fold import FoldIRTransposes
 from rnnconv.passes.settle_ifs import settle
-from rnnconv.verification import VERIFY_MODES, checks, extract
+from rnnconv.verification import checks, extract
 from rnnconv.verification.model import ir_model, load_input, onnx_model
 from rnnconv.verification.report import Report
 from rnnconv.verification.tolerance import TOLERANCES
@@ -70,53 +70,62 @@ IMPORT_WOULD = ("OpenVINO's ONNX import converts them, with every recurrent node
                 "openvino package is installed")
 
 
-def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, bool] = "full",
-                force: bool = False, runtime: Optional[bool] = None, isolate: bool = False, route: str = "auto",
-                **check) -> Result:
-    """Convert; verify; write `out_xml` and its .bin (when given). Returns Result(IR graph, report).
+@dataclasses.dataclass
+class ToOpenVINO:
+    """The ONNX -> OpenVINO IR translator: rnnconv's own writer or OpenVINO's ONNX import (`route`), the IR staged
+    beside its target while it is checked. `fp16`: float weights stored as f16, which also holds every output to
+    float16's tolerance and says so when a check fails. `runtime`, `isolate`: see to_openvino."""
 
-    `verify`: "full" (each recurrent node, then the whole model), "node" (each recurrent node only, with its real
-    weights: for models too big to compile in the OpenVINO runtime beside the conversion) or "none".
-    `runtime`: also run the real OpenVINO runtime (default: when the openvino package is importable).
-    `isolate`: run it in a child process, so that a crash of the OpenVINO plugin becomes a failed check (the
-    CLI does this; it costs about a second). `check`: how outputs are compared (see CheckOptions).
-    `route`: "auto" (see the module's docstring), "rnnconv" (rnnconv's own writer only) or "openvino" (OpenVINO's
-    ONNX import with rnnconv's recurrent mapping, whatever the ops). On the OpenVINO route the returned graph is
-    the written IR as rnnconv reads it."""
-    mode = ("full" if verify else "none") if isinstance(verify, bool) else verify
-    if mode not in VERIFY_MODES:
-        raise UsageError(f"verify={verify!r}: expected one of {', '.join(VERIFY_MODES)}")
-    if route not in ROUTES:
-        raise UsageError(f"route={route!r}: expected one of {', '.join(ROUTES)}")
-    model = load_input(source)
-    out = Path(out_xml) if out_xml is not None else None
-    if out is not None:
-        _guard(out, model, source, force)
-    _refuse_quantized(model)
-    _refuse_deep_nesting(model)
-    report = Report(command="to-openvino", verified=mode)
-    options = checks.CheckOptions.of(**check, fp16_weights=fp16)
-    options.tolerances.check_names([v.name for v in model.graph.outputs])
-    # Converted: the source with the Ifs its shapes settle replaced by their branches; verified against the source.
-    settled = settle(model)
-    if settled.refusal():
-        raise Unsupported(f"cannot convert to OpenVINO IR (OpenVINO needs static ranks): {settled.refusal()}")
-    source_model, model = model, settled.model
-    report.notes.extend(f"settled {line}" for line in settled.changes)
-    conversion, why = None, _route(model, route)
-    with contextlib.ExitStack() as stack:
-        if mode == "full" and isolate and (openvino_runtime.available() if runtime is None else runtime):
+    fp16: bool = False
+    route: str = "auto"
+    runtime: Optional[bool] = None
+    isolate: bool = False
+    command = "to-openvino"
+    suffix = (".xml", "OpenVINO IR (NAME.xml + NAME.bin)")
+
+    def __post_init__(self):
+        if self.route not in ROUTES:
+            raise UsageError(f"route={self.route!r}: expected one of {', '.join(ROUTES)}")
+
+    @property
+    def tolerances(self) -> dict:
+        return {"fp16_weights": self.fp16}
+
+    def files(self, source) -> tuple:
+        return (source,) if isinstance(source, (str, os.PathLike)) else ()
+
+    def targets(self, out: Path) -> list[Path]:
+        return [out, out.with_suffix(".bin")]  # neither may be an input, nor exist without force
+
+    def open(self, source) -> conversion.Source:
+        model = load_input(source)
+        return conversion.Source(model, [v.name for v in model.graph.outputs],
+                                 (*self.files(source), *io.external_paths(model)))
+
+    def translate(self, loaded: conversion.Source, job: conversion.Job) -> conversion.Translation:
+        source, model, report, stack = job.source, loaded.model, job.report, job.stack
+        _refuse_quantized(model)
+        _refuse_deep_nesting(model)
+        # Converted: the source with the Ifs its shapes settle replaced by their branches; verified against the
+        # source.
+        settled = settle(model)
+        if settled.refusal():
+            raise Unsupported(f"cannot convert to OpenVINO IR (OpenVINO needs static ranks): {settled.refusal()}")
+        source_model, model = model, settled.model
+        report.notes.extend(f"settled {line}" for line in settled.changes)
+        converted, why = None, _route(model, self.route)
+        worker = None
+        if (job.verify == "full" and self.isolate
+                and (openvino_runtime.available() if self.runtime is None else self.runtime)):
             # The runtime's process starts now (it imports openvino while this one converts); it compiles the IR
             # as soon as it is written, while the other checks run.
             worker = openvino_runtime.Worker()
             stack.callback(worker.close)
-        else:
-            worker = None
         if why is None:
             try:
-                conversion = translate(model, fp16)
+                converted = translate(model, self.fp16)
             except Unsupported as err:
-                if route == "rnnconv":
+                if self.route == "rnnconv":
                     raise
                 if not openvino_runtime.available():
                     if isinstance(err, from_onnx.OtherOpUnsupported):
@@ -125,16 +134,17 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
                     raise
                 why = f"rnnconv's own writer cannot convert it alone ({err})"
         # Without an output, the IR still lies in files while it is checked (the OpenVINO runtime reads files).
+        out = job.output
         where = out if out is not None else Path(stack.enter_context(tempfile.TemporaryDirectory())) / "model.xml"
         staged = stack.enter_context(io.Staged([where.with_suffix(".bin"), where], str(where)))
         tmp_bin, tmp_xml = staged.temps
-        if conversion is not None:
-            graph, pairs = _write_own(model, conversion, staged, where, stack, fp16)
-            report.rewrites.extend(conversion.rewrites)
+        if converted is not None:
+            graph, pairs = self._write_own(model, converted, staged, where, stack)
+            report.rewrites.extend(converted.rewrites)
         else:
             written = source if model is source_model else model  # the frontend reads a file: the settled one
             try:
-                graph, pairs = _write_through_openvino(written, model, staged, where, fp16, report, why)
+                graph, pairs = self._write_through_openvino(written, model, staged, where, report, why)
             except ImportError as err:  # installed, but `import openvino` fails
                 raise Unsupported(f"cannot convert through OpenVINO's ONNX import ({why}): "
                                   f"{openvino_runtime.cannot_import(err)}") from err
@@ -143,20 +153,81 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
         # The IR of a DynamicQuantizeLSTM reproduces onnxruntime's float32 operations one by one (its divisions
         # and FMAs from exact float32 steps, see dialects.openvino.exact): the interpreter runs it in float32.
         precision = "float32" if onnx_quantized.holds(source_model) else checks.precision_for(source_model)
-        started = checks.start_runtime(before, after, options, worker, precision=precision) if worker else None
-        if mode != "none":
-            report.checks.extend(checks.check_nodes(pairs, options))
-        if mode == "full":
-            report.checks.extend(checks.check_models(
-                before, after, options, runtime=runtime, isolate=isolate, skipped=report.skipped,
-                notes=report.notes, precision=precision, started=started))
-        if not report.ok:
-            raise VerificationFailed("to-openvino: " + report.verdict() + (FP16_FAILED if fp16 else ""), report,
-                                     fixes=("atol", "rtol") if fp16 else ())
-        if out is not None:
-            staged.commit()
-            report.output = str(out)
-    return Result(graph, report)
+        started = checks.start_runtime(before, after, job.options, worker, precision=precision) if worker else None
+        return conversion.Translation(
+            graph, pairs, before, after,
+            {"runtime": self.runtime, "isolate": self.isolate, "precision": precision, "started": started},
+            write=lambda _: staged.commit(), failed=FP16_FAILED if self.fp16 else "",
+            fixes=("atol", "rtol") if self.fp16 else ())
+
+    def _write_own(self, model: ir.Model, converted: from_onnx.Conversion, staged, where: Path, stack):
+        """rnnconv's own writer into the staged files; the graph and the node pairs to check."""
+        copy = stack.enter_context(io.KernelCopier(model))
+        tmp_bin, tmp_xml = staged.temps
+        try:
+            with open(tmp_bin, "wb") as f:
+                xml_bytes = ov_writer.write_to(converted.graph, f, copy)
+            tmp_xml.write_bytes(xml_bytes)
+        except OSError as err:
+            raise IOFailure(f"{where}: cannot write ({err.strerror or err})") from err
+        nodes = [*converted.recurrent, *onnx_quantized.find(model)]
+        return converted.graph, [self._node_pair(model, rn) for rn in nodes]
+
+    def _write_through_openvino(self, source, model: ir.Model, staged, where: Path, report: Report, why: str):
+        """OpenVINO's ONNX import with rnnconv's recurrent mapping into the staged files; the written IR as rnnconv
+        reads it, and the node pairs (each node as OpenVINO fed it, against the IR grafted for it)."""
+        tmp_bin, tmp_xml = staged.temps
+        with contextlib.ExitStack() as stack:
+            path = source if isinstance(source, (str, os.PathLike)) else None
+            if path is None:  # the frontend reads files
+                path = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=staged.tmpdir))) / "source.onnx"
+                io.save(model, path, force=True)
+            # Converted in the source's precision: fp16 is save_model's compression (OpenVINO's offline passes
+            # fold rnnconv's own f16 Consts back to f32).
+            converted = frontend.convert(path, model, translate, tmpdir=str(staged.tmpdir))
+            openvino_runtime.offline_transforms(converted.model)
+            try:
+                frontend.save(converted, tmp_xml, tmp_bin, fp16=self.fp16)
+            except OSError as err:
+                raise IOFailure(f"{where}: cannot write ({err.strerror or err})") from err
+            converted.model = None  # the IR is on disk: OpenVINO's copy of the graph is not needed any more
+        report.notes.append(f"converted through OpenVINO's ONNX import: {why}")
+        report.notes.append(converted.imported_note())
+        for m in converted.mapped:
+            for r in m.conversion.rewrites:
+                report.rewrites.append({**r, "what": f"{r['what']} (rnnconv's mapping, inside OpenVINO's import)"})
+        pairs = [checks.NodePair(f"node {m.node.name}", onnx_model(m.single), ir_model(m.conversion.graph),
+                                 "float32" if m.node.op == QUANTIZED[1] else checks.precision_for(model, [m.node]))
+                 for m in converted.mapped]
+        return ov_reader.read(tmp_xml, tmp_bin, mapped=True), pairs  # the weights stay in the file
+
+    def _node_pair(self, model: ir.Model, rn: onnx_recurrent.RecurrentNode) -> checks.NodePair:
+        """The node alone as ONNX, and as the IR rnnconv writes for it. A big layer (checks.precision_for) runs in
+        float32 with a small batch and sequence, on its real weights."""
+        single = extract.recurrent_node(rn, dict(model.opset_imports), model.ir_version)
+        precision = "float32" if rn.op == QUANTIZED[1] else checks.precision_for(model, [rn])
+        return checks.NodePair(f"node {rn.name}", onnx_model(single), ir_model(translate(single, self.fp16).graph),
+                               precision)
+
+
+def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, bool] = "full",
+                force: bool = False, runtime: Optional[bool] = None, isolate: bool = False, route: str = "auto",
+                options: Optional[checks.CheckOptions] = None, **check) -> conversion.Result:
+    """Convert; verify; write `out_xml` and its .bin (when given). Returns Result(IR graph, report).
+
+    `verify`: "full" (each recurrent node, then the whole model), "node" (each recurrent node only, with its real
+    weights: for models too big to compile in the OpenVINO runtime beside the conversion) or "none".
+    `runtime`: also run the real OpenVINO runtime (default: when the openvino package is importable).
+    `isolate`: run it in a child process, so that a crash of the OpenVINO plugin becomes a failed check (the
+    CLI does this; it costs about a second). `options` (or its keywords `check`): how outputs are compared (see
+    CheckOptions).
+    `route`: "auto" (see the module's docstring), "rnnconv" (rnnconv's own writer only) or "openvino" (OpenVINO's
+    ONNX import with rnnconv's recurrent mapping, whatever the ops). On the OpenVINO route the returned graph is
+    the written IR as rnnconv reads it."""
+    mode = ("full" if verify else "none") if isinstance(verify, bool) else verify
+    conversion.check_verify(mode)
+    return conversion.run(source, ToOpenVINO(fp16, route, runtime, isolate), checks.CheckOptions.given(options, check),
+                          output=out_xml, verify=mode, force=force)
 
 
 def _route(model: ir.Model, route: str) -> Optional[str]:
@@ -225,62 +296,3 @@ def _deepest(nodes, path=()) -> tuple[int, list]:
                 depth, where = _deepest(body, [*path, f"{onnx_recurrent.node_label(node)}.{attr.name}"])
                 best = max(best, (depth + 1, where), key=lambda b: b[0])
     return best
-
-
-def _write_own(model: ir.Model, conversion: from_onnx.Conversion, staged, where: Path, stack, fp16: bool):
-    """rnnconv's own writer into the staged files; the graph and the node pairs to check."""
-    copy = stack.enter_context(io.KernelCopier(model))
-    tmp_bin, tmp_xml = staged.temps
-    try:
-        with open(tmp_bin, "wb") as f:
-            xml_bytes = ov_writer.write_to(conversion.graph, f, copy)
-        tmp_xml.write_bytes(xml_bytes)
-    except OSError as err:
-        raise IOFailure(f"{where}: cannot write ({err.strerror or err})") from err
-    nodes = [*conversion.recurrent, *onnx_quantized.find(model)]
-    return conversion.graph, [_node_pair(model, rn, fp16) for rn in nodes]
-
-
-def _write_through_openvino(source, model: ir.Model, staged, where: Path, fp16: bool, report: Report, why: str):
-    """OpenVINO's ONNX import with rnnconv's recurrent mapping into the staged files; the written IR as rnnconv
-    reads it, and the node pairs (each node as OpenVINO fed it, against the IR grafted for it)."""
-    tmp_bin, tmp_xml = staged.temps
-    with contextlib.ExitStack() as stack:
-        path = source if isinstance(source, (str, os.PathLike)) else None
-        if path is None:  # the frontend reads files
-            path = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=staged.tmpdir))) / "source.onnx"
-            io.save(model, path, force=True)
-        # Converted in the source's precision: fp16 is save_model's compression (OpenVINO's offline passes fold
-        # rnnconv's own f16 Consts back to f32).
-        converted = frontend.convert(path, model, translate, tmpdir=str(staged.tmpdir))
-        try:
-            frontend.save(converted, tmp_xml, tmp_bin, fp16=fp16)
-        except OSError as err:
-            raise IOFailure(f"{where}: cannot write ({err.strerror or err})") from err
-        converted.model = None  # the IR is on disk: OpenVINO's copy of the graph is not needed any more
-    report.notes.append(f"converted through OpenVINO's ONNX import: {why}")
-    report.notes.append(converted.imported_note())
-    for m in converted.mapped:
-        for r in m.conversion.rewrites:
-            report.rewrites.append({**r, "what": f"{r['what']} (rnnconv's mapping, inside OpenVINO's import)"})
-    pairs = [checks.NodePair(f"node {m.node.name}", onnx_model(m.single), ir_model(m.conversion.graph),
-                             "float32" if m.node.op == QUANTIZED[1] else checks.precision_for(model, [m.node]))
-             for m in converted.mapped]
-    return ov_reader.read(tmp_xml, tmp_bin, mapped=True), pairs  # the weights stay in the file
-
-
-def _guard(out: Path, model: ir.Model, source, force: bool) -> None:
-    """Both files of the IR: neither may be an input (the model or its external data), nor exist without force."""
-    inputs = [source] if isinstance(source, (str, os.PathLike)) else []
-    inputs += io.external_paths(model)
-    for target in (out, out.with_suffix(".bin")):
-        io.guard_output(target, force=force, inputs=tuple(inputs))
-    io.check_suffix(out, ".xml", "OpenVINO IR (NAME.xml + NAME.bin)")
-
-
-def _node_pair(model: ir.Model, rn: onnx_recurrent.RecurrentNode, fp16: bool) -> checks.NodePair:
-    """The node alone as ONNX, and as the IR rnnconv writes for it. A big layer (checks.precision_for) runs in
-    float32 with a small batch and sequence, on its real weights."""
-    single = extract.recurrent_node(rn, dict(model.opset_imports), model.ir_version)
-    precision = "float32" if rn.op == QUANTIZED[1] else checks.precision_for(model, [rn])
-    return checks.NodePair(f"node {rn.name}", onnx_model(single), ir_model(translate(single, fp16).graph), precision)

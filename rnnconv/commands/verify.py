@@ -23,7 +23,7 @@ from rnnconv.verification.report import VerifyReport
 from rnnconv.verification.results import Check, compare, failed, magnitude
 from rnnconv.verification.specs import merge_specs
 from rnnconv.verification.time_axis import time_axes
-from rnnconv.verification.tolerance import Tolerance, Tolerances
+from rnnconv.verification.tolerance import Tolerance
 
 
 def _engine_list(value: Optional[str], what: str) -> Optional[list[str]]:
@@ -41,7 +41,8 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
                    ranges: Optional[Mapping[str, tuple]] = None, dims: Optional[Mapping[str, int]] = None,
                    inputs=None, runs: Optional[int] = None, atol: Tolerance = None, rtol: Tolerance = None,
                    save_inputs=None,
-                   save_outputs=None, plot=None, force: bool = False) -> VerifyReport:
+                   save_outputs=None, plot=None, force: bool = False, options: Optional[CheckOptions] = None
+                   ) -> VerifyReport:
     """Run REFERENCE and CANDIDATE (ONNX or OpenVINO IR, paths or in memory) on the same inputs and compare
     every output by name.
 
@@ -50,10 +51,14 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
     side. Every run is compared with the baseline: the reference in the first of its engines that runs it.
     ranges: input name -> (lo, hi); dims: symbol, "batch"/"seq" or "INPUT:AXIS" -> size; inputs: an .npz
     path or a dict of arrays (missing inputs are drawn); runs: input sets; atol/rtol: a float, or a dict of
-    output name -> float ("*" for the others); defaults: `rnnconv.verification.tolerance`.
+    output name -> float ("*" for the others); defaults: `rnnconv.verification.tolerance`. `options`: all of
+    these at once (CheckOptions, as every converting command takes them), instead of seed ... rtol.
     save_inputs / save_outputs (.npz) and plot (.png) are written atomically, never over a model, and over an
     existing file only with force.
     """
+    if options is None:
+        options = CheckOptions.of(seed=seed, runs=runs, dims=dims, ranges=ranges, inputs=inputs, atol=atol, rtol=rtol)
+    seed, runs, dims, ranges, inputs = options.seed, options.runs, options.dims, options.ranges, options.inputs
     ref, cand = open_model(reference), open_model(candidate)
     written = [Path(p) for p in (save_inputs, save_outputs, plot) if p is not None]
     for out in written:
@@ -69,7 +74,7 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
     specs = merge_specs(ref, cand)
     names = ref.output_names()
     dtypes = ref.output_dtypes()
-    tolerances = Tolerances(atol, rtol)
+    tolerances = options.tolerances
     tolerances.check_names(names)
     unknown = sorted(set(ranges or {}) - set(specs))
     if unknown:
@@ -81,7 +86,6 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
         _pyplot()  # fail before the runs, not after them
     if runs is not None and runs < 1:
         raise UsageError("runs must be at least 1")
-    options = CheckOptions.of(seed=seed, runs=runs, dims=dims, ranges=ranges, inputs=inputs)
     given_sets = read_inputs(inputs, specs) if isinstance(inputs, (str, os.PathLike)) else [dict(inputs or {})]
     if runs is not None and len(given_sets) > 1 and runs != len(given_sets):
         raise UsageError(f"runs={runs}, but the inputs file holds {len(given_sets)} input sets")

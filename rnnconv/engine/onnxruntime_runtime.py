@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+import re
 import subprocess
 import sys
 from typing import Mapping, Optional
@@ -31,6 +32,26 @@ BFLOAT16 = int(ir.DataType.BFLOAT16)
 
 class Crashed(Exception):
     """onnxruntime's own process ended without an answer (a crash in native code)."""
+
+
+# onnxruntime declares an opset before it has a kernel for every op version in it (1.32 at opset 28 has no
+# DequantizeLinear-28, though its kernel registry lists DequantizeLinear 25 and up): its refusal names the op
+# version it lacks, read here once.
+_NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\((\d+)\)")
+
+
+def no_kernel(message: str) -> Optional[tuple[str, int]]:
+    """(op, version) when onnxruntime's refusal `message` says it has no kernel for that op version, else None."""
+    found = _NO_KERNEL.search(message)
+    return (found.group(1), int(found.group(2))) if found else None
+
+
+class Refusal(str):
+    """Why onnxruntime refused or failed a model, as run_isolated reports it; `no_kernel` as no_kernel() reads it."""
+
+    @property
+    def no_kernel(self) -> Optional[tuple[str, int]]:
+        return no_kernel(self)
 
 
 def _options(threads: Optional[int] = None):
@@ -63,8 +84,12 @@ class Session:
             proto, self.weights = weights_as_inputs(model)
         # onnxruntime lags onnx's IR version; the graph features rnnconv's models use exist in its newest one.
         proto.ir_version = min(proto.ir_version, max_ir_version())
-        self.session = ort.InferenceSession(proto.SerializeToString(), _options(threads_for(model)),
-                                            providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(proto.SerializeToString(), _options(threads_for(model)),
+                                                providers=["CPUExecutionProvider"])
+        except Exception as err:
+            err.no_kernel = no_kernel(str(err))  # the fact a caller acts on (upgrade goes one opset lower)
+            raise
 
     def inputs(self):
         return [i for i in self.session.get_inputs() if i.name not in self.weights]
@@ -203,7 +228,7 @@ def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> lis
         job["models"].append((proto.SerializeToString(), specs, threads_for(model)))
     if serving.sharing():  # batch mode: the child that answered the previous models
         try:
-            return serving.child(ORT_WORKER).ask(job)
+            return _refusals(serving.child(ORT_WORKER).ask(job))
         except serving.Gone as err:
             serving.drop(ORT_WORKER)
             raise Crashed(f"onnxruntime's process failed ({err})") from None
@@ -211,4 +236,8 @@ def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> lis
     if proc.returncode != 0:
         tail = (proc.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
         raise Crashed(f"onnxruntime's process failed ({tail[:300]})")
-    return pickle.loads(proc.stdout)
+    return _refusals(pickle.loads(proc.stdout))
+
+
+def _refusals(answers: list) -> list[tuple[Optional[dict], str]]:
+    return [(out, Refusal(why)) for out, why in answers]

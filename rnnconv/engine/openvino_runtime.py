@@ -64,6 +64,15 @@ def core():
     return _CORE[0]
 
 
+def offline_transforms(model) -> None:
+    """What `ov.convert_model` applies after an import (constant folding off, smart reshape on; fused names
+    cleaned), in place on an openvino.Model: the frontend's graph becomes the IR ov.save_model writes."""
+    from openvino._offline_transformations import apply_fused_names_cleanup, apply_moc_transformations
+
+    apply_moc_transformations(model, cf=False, smart_reshape=True)
+    apply_fused_names_cleanup(model)
+
+
 def read(path, bin_path=None):
     return core().read_model(str(path), None if bin_path is None else str(bin_path))
 

@@ -87,6 +87,17 @@ class CheckOptions:
         return cls(seed, runs, dict(dims or {}), dict(ranges or {}), inputs,
                    Tolerances(atol, rtol, fp16_weights, dequantized))
 
+    @classmethod
+    def given(cls, options: Optional["CheckOptions"], keywords: Mapping) -> "CheckOptions":
+        """An API call's options: `options` (as the CLI builds them) or their keywords (see `of`), not both."""
+        if options is not None and keywords:
+            raise TypeError(f"give options or {', '.join(keywords)}, not both")
+        return options if options is not None else cls.of(**keywords)
+
+    def holding(self, **facts) -> "CheckOptions":
+        """These options under the conversion's own tolerance facts (Tolerances: fp16_weights, dequantized)."""
+        return dataclasses.replace(self, tolerances=dataclasses.replace(self.tolerances, **facts)) if facts else self
+
 
 def precision_for(model: ir.Model, nodes: Optional[Sequence[onnx_recurrent.RecurrentNode]] = None) -> str:
     """float64 (the engine's default), or float32 for layers whose float32 (or narrower) weights exceed
@@ -185,7 +196,7 @@ def compare_runs(subject: str, ref: Run, cand: Run, options: CheckOptions, names
     engines_text = ref.label if ref.label == cand.label else f"{ref.label} vs {cand.label}"
     if not cand.ok:
         why = f"{cand.label} cannot run it: {cand.error}"
-        return [Check(subject, engines_text, [failed(n, why) for n in names], note)]
+        return [Check(subject, engines_text, [failed(n, why) for n in names], note, no_kernel=cand.error.no_kernel)]
     checks = []
     for k, (r, c) in enumerate(zip(ref.outputs, cand.outputs)):
         check = compare_outputs(subject, engines_text, r, c, options.tolerances, names=names, declared=declared)

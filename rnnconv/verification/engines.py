@@ -32,7 +32,12 @@ ISOLATE_WEIGHT_BYTES = 64 << 20
 
 
 class CannotRun(Exception):
-    """An engine cannot run a model; the message says why (one line)."""
+    """An engine cannot run a model; the message says why (one line). `no_kernel`: (op, version) when onnxruntime
+    has no kernel for that op version (the engine read it from its refusal)."""
+
+    def __init__(self, message: str = "", no_kernel: Optional[tuple[str, int]] = None):
+        super().__init__(message)
+        self.no_kernel = no_kernel
 
 
 class Crashed(CannotRun):
@@ -89,7 +94,7 @@ def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision
             raise Unavailable(openvino_runtime.cannot_import(err)) from err
         raise CannotRun(f"{engine} cannot be imported ({one_line(err)})") from err
     except Exception as err:  # the engine's own error, kept to one line
-        raise CannotRun(one_line(err)) from err
+        raise CannotRun(one_line(err), getattr(err, "no_kernel", None)) from err
 
 
 def one_line(err: BaseException) -> str:
@@ -135,7 +140,7 @@ def _run_onnxruntime(model: Model, feeds, isolate: bool) -> dict[str, np.ndarray
         except ort.Crashed as err:
             raise Crashed(str(err)) from err
         if out is None:
-            raise CannotRun(why)
+            raise CannotRun(why, getattr(why, "no_kernel", None))
         return _bfloat16_back(model, out)
     try:
         sess = ort.Session(onnx_model, weights_inside=_has_bfloat16(onnx_model))

@@ -68,6 +68,7 @@ class Check:
     outputs: list[OutputComparison]
     note: str = ""
     run: Optional[int] = None  # which input set, when there are several
+    no_kernel: Optional[tuple[str, int]] = None  # (op, version): the runtime has no kernel for it, why it failed
 
     @property
     def ok(self) -> bool:

@@ -14,7 +14,7 @@ import pytest
 
 from rnnconv.commands.from_openvino import from_openvino
 from rnnconv.dialects.openvino import gates
-from rnnconv.errors import VerificationFailed
+from rnnconv.errors import UsageError, VerificationFailed
 from rnnconv.verification import VERIFY_MODES
 from tests.conftest import FIXTURES, REPO
 
@@ -87,9 +87,11 @@ def test_layer_alone_takes_its_sizes_from_the_weights(tmp_path):
 
 
 def test_verify_modes_are_the_pipelines():
-    from rnnconv.commands import from_openvino as command
+    from rnnconv import conversion
 
-    assert command.VERIFY_MODES is VERIFY_MODES and "node" in VERIFY_MODES  # the one tuple, not a copy
+    assert conversion.VERIFY_MODES is VERIFY_MODES and "node" in VERIFY_MODES  # the one tuple, not a copy
+    with pytest.raises(UsageError, match="verify='nodes': expected one of full, node, none"):
+        from_openvino(OPENVINO_FIXTURES / "gru_bidirectional_dynamo.xml", verify="nodes")
 
 
 def test_cli_verify_node(tmp_path):

@@ -15,6 +15,8 @@ COMMANDS = {
     "layout": ["layout", FIXTURES / "gru14_layout1.onnx", "--to", "0"],
     "to-openvino": ["to-openvino", FIXTURES / "gru14_forward.onnx"],
     "from-openvino": ["from-openvino", FIXTURES / "openvino" / "gru_bidirectional_dynamo.xml"],
+    "dequantize": ["dequantize", FIXTURES / "quantized" / "lstm_int8.onnx"],
+    "fuse": ["fuse", FIXTURES / "fuse" / "lstm_cell_dynamo.onnx"],
 }
 
 

@@ -17,8 +17,9 @@ input is a `NullNode`; bf16 Constants return their bits typed float16. OpenVINO 
 extension into one OpConversionFailure per op type, KeyboardInterrupt and SystemExit included, so the extension
 keeps every refusal and any interruption itself and `convert` raises them as rnnconv errors (or as themselves).
 `ov.convert_model(extension=...)` imports openvino.frontend.pytorch, and with it torch when installed (seconds):
-the frontend is used directly, followed by the two offline passes `convert_model` applies. fp16 is applied by
-`ov.save_model(compress_to_fp16=True)` (rnnconv's own f16 Consts would be folded back to f32 by those passes).
+the frontend is used directly; the two offline passes `convert_model` applies after it are the runtime's
+(`engine.openvino_runtime.offline_transforms`). fp16 is applied by `ov.save_model(compress_to_fp16=True)`
+(rnnconv's own f16 Consts would be folded back to f32 by those passes).
 
 This is, with rnnconv.engine.openvino_runtime, the one module that imports openvino.
 """
@@ -75,10 +76,10 @@ class FrontendConversion:
 
 def convert(path, model: ir.Model, translate: Callable[[ir.Model], Conversion], *,
             tmpdir: Optional[str] = None) -> FrontendConversion:
-    """The ONNX file at `path` (loaded as `model`) as an openvino.Model: OpenVINO's import, with each recurrent
-    node `translate`d by rnnconv and grafted. Every node rnnconv refuses is named in one Unsupported (or BadInput);
-    what OpenVINO's import refuses is Unsupported with its reason. `tmpdir`: where each node's IR passes."""
-    from openvino._offline_transformations import apply_fused_names_cleanup, apply_moc_transformations
+    """The ONNX file at `path` (loaded as `model`) as an openvino.Model, as OpenVINO's import leaves it (before
+    convert_model's offline passes): each recurrent node `translate`d by rnnconv and grafted. Every node rnnconv
+    refuses is named in one Unsupported (or BadInput); what OpenVINO's import refuses is Unsupported with its
+    reason. `tmpdir`: where each node's IR passes."""
     from openvino.frontend import FrontEndManager
     from openvino.frontend.onnx import ConversionExtension
 
@@ -98,8 +99,6 @@ def convert(path, model: ir.Model, translate: Callable[[ir.Model], Conversion], 
         hook.raise_collected()
         raise Unsupported(f"OpenVINO's ONNX import refuses the model: {_refusal(err, model)}") from None
     hook.raise_collected()
-    apply_moc_transformations(ov_model, cf=False, smart_reshape=True)
-    apply_fused_names_cleanup(ov_model)
     imported = Counter(node.op_type for node, _, _ in onnx_recurrent.walk(model)
                        if not (node.domain in ("", "ai.onnx") and node.op_type in onnx_recurrent.OPS))
     return FrontendConversion(ov_model, hook.mapped, imported)
