@@ -1,6 +1,6 @@
-"""The examples of README.md and of every page of docs/ are a test: each page's commands run, in order, in a fresh
-folder of their own, and print what the page shows. The pages run in the order the README's Documentation table
-names them. Run twice: with the openvino package, and without it (a sitecustomize.py on PYTHONPATH blocks
+"""The examples of README.md and of every page of docs/ (those the README's Documentation table names) are a test:
+each page's commands run, in order, in a fresh folder of the page's own, and print what the page shows; no page
+depends on another. Run twice: with the openvino package, and without it (a sitecustomize.py on PYTHONPATH blocks
 `import openvino`, in every child process too).
 
 Conventions (the README's "Reading the examples" says them to readers):
