@@ -1,5 +1,6 @@
-"""The README's examples are a test: every command runs, in order, in one fresh folder, and prints what the README
-shows. Run twice: with the openvino package, and without it (a sitecustomize.py on PYTHONPATH blocks
+"""The examples of README.md and of every page of docs/ (those the README's Documentation table names) are a test:
+each page's commands run, in order, in a fresh folder of the page's own, and print what the page shows; no page
+depends on another. Run twice: with the openvino package, and without it (a sitecustomize.py on PYTHONPATH blocks
 `import openvino`, in every child process too).
 
 Conventions (the README's "Reading the examples" says them to readers):
@@ -13,12 +14,12 @@ Conventions (the README's "Reading the examples" says them to readers):
 - Output is compared line by line after masking numbers (ints, floats, exponents -> <n>; digits inside names such
   as `lstm7` or `float32` stay), the run folder's path and other temporary paths, and runs of spaces (table
   columns move with their numbers): numbers may move, words may not.
-- ```python blocks run too, in order, as scripts (exit 0; their output is not compared); the first ```bash
-  block's `rnnconv` command (the install line) runs first.
+- ```python blocks run too, in order, as scripts (exit 0; their output is not compared); the README's first
+  ```bash block's `rnnconv` command (the install line) runs first. A docs page has no ```bash block.
 - Examples start in a folder holding only `fixtures` (a link to the shipped ones): a file an example reads must be
-  shipped or made by an earlier example. Everything they write lands under `out/`, which .gitignore lists.
+  shipped or made by an earlier example of the same page. Everything they write lands under `out/`, which
+  .gitignore lists.
 """
-
 from __future__ import annotations
 
 import concurrent.futures
@@ -39,6 +40,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+# A docs page, as the README's Documentation table names it.
+PAGE = re.compile(r"^\| `(docs/[\w.-]+\.md)` \|", re.M)
 MODES = ("with openvino", "without openvino")
 MARK = re.compile(r"\s{2,}# (with|without) openvino$")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.S | re.M)
@@ -50,7 +53,8 @@ BLOCK_OPENVINO = "import sys\nsys.modules['openvino'] = None  # `import openvino
 
 @dataclasses.dataclass
 class Step:
-    line: int  # 1-based line of the README
+    page: str  # README.md or docs/NAME.md
+    line: int  # 1-based line of the page
     kind: str  # "rnnconv", "python", "script" (a python block), "echo" ($ echo $?)
     text: str  # the command (or the script)
     expected: list[tuple[int, str, Optional[str]]] = dataclasses.field(default_factory=list)  # (line, text, mode)
@@ -72,32 +76,34 @@ def _marked(text: str) -> tuple[str, Optional[str]]:
     return (text[: m.start()], f"{m.group(1)} openvino") if m else (text, None)
 
 
-def parse(readme: str) -> list[Step]:
+def parse(text: str, page: str = "README.md") -> list[Step]:
     steps: list[Step] = []
-    first_bash = True
-    for fence in FENCE.finditer(readme):
+    first_bash = page == "README.md"
+    for fence in FENCE.finditer(text):
         lang, body = fence.group(1), fence.group(2)
-        start = readme.count("\n", 0, fence.start(2)) + 1
+        start = text.count("\n", 0, fence.start(2)) + 1
+        if lang == "bash":
+            assert page == "README.md", f"{page} line {start}: a docs page shows its commands in ```console blocks"
         if lang == "bash" and first_bash:
             first_bash = False
             command = body.split("&& rnnconv ", 1)
             assert len(command) == 2, "the first ```bash block installs rnnconv and runs one rnnconv command"
-            steps.insert(0, Step(start, "rnnconv", "rnnconv " + command[1].strip(), shown=False))
+            steps.insert(0, Step(page, start, "rnnconv", "rnnconv " + command[1].strip(), shown=False))
         elif lang == "python":
-            steps.append(Step(start, "script", body, shown=False))
+            steps.append(Step(page, start, "script", body, shown=False))
         elif lang in ("console", "text"):
             current = None
             for i, raw in enumerate(body.splitlines()):
-                text, mode = _marked(raw.rstrip())
-                if text.startswith("$ "):
-                    cmd = text[2:].strip()
+                text_, mode = _marked(raw.rstrip())
+                if text_.startswith("$ "):
+                    cmd = text_[2:].strip()
                     kind = "echo" if cmd == "echo $?" else cmd.split()[0]
-                    assert kind in ("rnnconv", "python", "echo"), f"README line {start + i}: cannot run {cmd!r}"
-                    current = Step(start + i, kind, cmd, mode=mode)
+                    assert kind in ("rnnconv", "python", "echo"), f"{page} line {start + i}: cannot run {cmd!r}"
+                    current = Step(page, start + i, kind, cmd, mode=mode)
                     steps.append(current)
                 else:
-                    assert current is not None, f"README line {start + i}: output before any `$` command"
-                    current.expected.append((start + i, text, mode))
+                    assert current is not None, f"{page} line {start + i}: output before any `$` command"
+                    current.expected.append((start + i, text_, mode))
     return steps
 
 
@@ -144,15 +150,15 @@ def walk(steps: list[Step], mode: str, folder: Path, blocker: Path) -> list[Ran]
 
 
 def differences(ran: list[Ran], mode: str, folder: Path) -> list[str]:
-    """What the README gets wrong in `mode`, one entry per example."""
+    """What a page gets wrong in `mode`, one entry per example."""
     problems = []
     for k, r in enumerate(ran):
         step = r.step
-        where = f"README line {step.line}: `{step.text.splitlines()[0]}`"
+        where = f"{step.page} line {step.line}: `{step.text.splitlines()[0]}`"
         if step.kind == "echo":
             want = [t.strip() for _, t in step.expected_in(mode)]
             if want != r.output:
-                problems.append(f"{where}: exit code {r.output[0]}, the README says {want}")
+                problems.append(f"{where}: exit code {r.output[0]}, the page says {want}")
             continue
         shown = k + 1 < len(ran) and ran[k + 1].step.kind == "echo"
         if r.code != 0 and not shown:
@@ -168,52 +174,65 @@ def differences(ran: list[Ran], mode: str, folder: Path) -> list[str]:
             w = want[i] if i < len(want) else (None, "(nothing)")
             g = got[i] if i < len(got) else "(nothing)"
             if w[1] != g:
-                problems.append(f"{where}, output line {i + 1} (README line {w[0] or '-'}):\n"
-                                f"    README: {w[1]}\n    printed: {g}\n  printed in full:\n    "
+                problems.append(f"{where}, output line {i + 1} (line {w[0] or '-'}):\n"
+                                f"    page: {w[1]}\n    printed: {g}\n  printed in full:\n    "
                                 + "\n    ".join(r.output))
                 break
     return problems
 
 
-STEPS = parse(README.read_text())
+PAGES = ["README.md", *PAGE.findall(README.read_text())]
+STEPS = {page: parse((ROOT / page).read_text(), page) for page in PAGES}
+WITH_EXAMPLES = [page for page in PAGES if STEPS[page]]
 
 
 @pytest.fixture(scope="module")
 def walks(tmp_path_factory):
-    """Both runs at once (they share no file), each in its own fresh folder."""
+    """Every page in both runs, two at a time (they share no file), each in its own fresh folder; the pages with
+    the most commands start first, so that the two workers end together."""
     blocker = tmp_path_factory.mktemp("no-openvino")
     (blocker / "sitecustomize.py").write_text(BLOCK_OPENVINO)
     modes = [m for m in MODES if m != "with openvino" or importlib.util.find_spec("openvino") is not None]
-    folders = {mode: tmp_path_factory.mktemp(mode.replace(" ", "-")) for mode in modes}
-    with concurrent.futures.ThreadPoolExecutor(len(modes)) as pool:
-        jobs = {mode: pool.submit(walk, STEPS, mode, folders[mode], blocker) for mode in modes}
-        return {mode: (jobs[mode].result(), folders[mode]) for mode in modes}
+    runs = sorted(((page, mode) for page in WITH_EXAMPLES for mode in modes),
+                  key=lambda run: -sum(s.kind == "rnnconv" for s in STEPS[run[0]]))
+    folders = {run: tmp_path_factory.mktemp(f"{Path(run[0]).stem}-{run[1].replace(' ', '-')}") for run in runs}
+    with concurrent.futures.ThreadPoolExecutor(len(MODES)) as pool:
+        jobs = {run: pool.submit(walk, STEPS[run[0]], run[1], folders[run], blocker) for run in runs}
+        return {run: (jobs[run].result(), folders[run]) for run in runs}
 
 
-def _walked(walks, mode: str):
-    if mode not in walks:
+def _walked(walks, page: str, mode: str):
+    if (page, mode) not in walks:
         pytest.skip("the openvino package is not installed (pip install -e '.[test]' installs it)")
-    return walks[mode]
+    return walks[(page, mode)]
 
 
 def test_readme_has_examples_of_every_command():
-    ran = {shlex.split(s.text)[1] for s in STEPS if s.kind == "rnnconv"}
+    ran = {shlex.split(s.text)[1] for steps in STEPS.values() for s in steps if s.kind == "rnnconv"}
     from rnnconv.cli import COMMANDS
 
     assert {c.replace("_", "-") for c in COMMANDS} <= ran
 
 
+def test_readme_names_every_docs_page():
+    """The README's Documentation table is the order the pages run in: a page it does not name would run nowhere."""
+    assert sorted(PAGES[1:]) == sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
+    assert len(set(PAGES)) == len(PAGES)
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_readme_examples_print_what_the_readme_shows(walks, mode):
-    ran, folder = _walked(walks, mode)
+@pytest.mark.parametrize("page", WITH_EXAMPLES)
+def test_examples_print_what_the_page_shows(walks, page, mode):
+    ran, folder = _walked(walks, page, mode)
     problems = differences(ran, mode, folder)
-    assert not problems, f"{len(problems)} README example(s) differ {mode}:\n" + "\n".join(problems)
+    assert not problems, f"{len(problems)} example(s) of {page} differ {mode}:\n" + "\n".join(problems)
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_readme_examples_write_only_under_out(walks, mode):
+@pytest.mark.parametrize("page", WITH_EXAMPLES)
+def test_examples_write_only_under_out(walks, page, mode):
     """Run in the repository root, the examples leave nothing `git status` shows: they write under out/."""
-    _, folder = _walked(walks, mode)
+    _, folder = _walked(walks, page, mode)
     assert sorted(p.name for p in folder.iterdir()) == ["fixtures", "out"]
     gitignore = ROOT / ".gitignore"
     if gitignore.exists():  # not in CI's copy of the suite
@@ -235,6 +254,31 @@ def test_readme_has_no_relative_links():
     """A package index shows the README without the source tree: a relative link would lead nowhere."""
     links = re.findall(r"\]\(([^)]*)\)", README.read_text())
     assert [link for link in links if not re.match(r"https?://|#", link)] == []
+
+
+def _slug(heading: str) -> str:
+    """The anchor a Markdown renderer gives a heading: `## upgrade and downgrade` -> `upgrade-and-downgrade`."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(text: str) -> set[str]:
+    return {_slug(h) for h in re.findall(r"^#+ (.*)$", FENCE.sub("", text), flags=re.M)}
+
+
+@pytest.mark.parametrize("page", PAGES[1:])
+def test_docs_links_lead_somewhere(page):
+    """A docs page's relative link names a file of the source tree, and its `#anchor` a heading of that page."""
+    text = (ROOT / page).read_text()
+    links = re.findall(r"\]\(([^)]*)\)", FENCE.sub("", text))
+    assert links, f"{page} links to no other page"
+    for link in links:
+        if re.match(r"https?://", link):
+            continue
+        target, _, anchor = link.partition("#")
+        path = (ROOT / page).parent / target if target else ROOT / page
+        assert path.is_file(), f"{page}: {link} leads to no file"
+        if anchor:
+            assert anchor in _anchors(path.read_text()), f"{page}: {link} leads to no heading"
 
 
 def test_readme_test_command_is_the_one_ci_runs():
@@ -276,15 +320,16 @@ def _example(help_text: str) -> str:
 
 @pytest.mark.parametrize("name", list(HELPS))
 def test_help_example_runs_as_written(name, walks, tmp_path):
-    """From the repository root, on the shipped fixtures: an example the README runs too is proven by its walk
-    (with openvino); any other runs here, in a folder holding only `fixtures`."""
+    """From the repository root, on the shipped fixtures: an example a page runs too is proven by its walk;
+    any other runs here, in a folder holding only `fixtures`."""
     example = _example(HELPS[name])
     words = shlex.split(example)
     assert words[0] == "rnnconv" and (name == "rnnconv" or words[1] == name), example
     reads = [w for before, w in zip(["", *words], words)
              if before not in ("-o", "--output", "--out-dir", "--report") and re.search(r"\.(onnx|xml)$", w)]
     assert reads and all(w.startswith("fixtures/") for w in reads), f"{example}: reads what is not shipped"
-    ran = next(iter(walks.values()))[0]  # the examples of the help exit alike with and without openvino
+    mode = next(run[1] for run in walks)  # the examples of the help exit alike with and without openvino
+    ran = [r for run, (rs, _) in walks.items() if run[1] == mode for r in rs]
     in_readme = [r for r in ran if r.step.kind == "rnnconv" and r.step.text == example]
     if in_readme:
         code, output = in_readme[0].code, in_readme[0].output
@@ -319,28 +364,33 @@ def test_help_usage_names_what_the_text_names(name):
 KNOWN_CAPITALS = {"ONNX", "GRU", "LSTM", "RNN", "CPU", "JSON", "DIR", "IR", "STFT"}
 
 
-# -- facts the README and the help quote, against the code that holds them ----------------------------------------
+# -- facts the pages and the help quote, against the code that holds them -----------------------------------------
 
-def test_readme_and_help_quote_the_tolerance_policy():
+def _page(name: str) -> str:
+    return (ROOT / name).read_text()
+
+
+def test_docs_and_help_quote_the_tolerance_policy():
     from rnnconv.verification.tolerance import DEQUANTIZED_ATOL, DEQUANTIZED_RTOL, TOLERANCES
 
-    rows = re.findall(r"^\| (\w+) \| ([\d.e-]+) \| ([\d.e-]+) \|$", README.read_text(), flags=re.M)
+    rows = re.findall(r"^\| (\w+) \| ([\d.e-]+) \| ([\d.e-]+) \|$", _page("docs/verification.md"), flags=re.M)
     assert {k: (float(a), float(r)) for k, a, r in rows} == TOLERANCES
     said = re.findall(r"(b?float\d+) ([\d.]+e-\d+)", HELPS["verify"])  # "float64 1e-7, ... (atol and rtol alike)"
     assert {k: (float(x), float(x)) for k, x in said} == {k: v for k, v in TOLERANCES.items() if k != "dequantized"}
     assert f"atol {DEQUANTIZED_ATOL:g} + rtol {DEQUANTIZED_RTOL:g}" in " ".join(HELPS["dequantize"].split())
 
 
-def test_readme_counts_the_op_table():
+def test_docs_count_the_op_table():
     from rnnconv.dialects.openvino import ops
 
-    text = " ".join(README.read_text().split())
+    text = " ".join(_page("docs/openvino.md").split())
     assert f"({len(ops.TABLE)} ONNX op types" in text
     assert f"({len(ops.REVERSE)} IR layer types" in text
 
 
-def test_readme_lists_every_exit_code():
-    from rnnconv.errors import EXIT_CODES
+def test_docs_list_every_exit_code():
+    from rnnconv.errors import EXIT_CODES, exit_codes_help
 
-    section = README.read_text().split("## Errors and exit codes", 1)[1].split("\n## ", 1)[0]
+    section = _page("docs/errors.md").split("\n## ", 1)[0]
     assert {int(c) for c in re.findall(r"^\| (\d+) \|", section, flags=re.M)} == set(EXIT_CODES)
+    assert exit_codes_help() in " ".join(README.read_text().split()), "the README's one line is --help's"

@@ -26,7 +26,7 @@ no tensor it reshapes is empty).
 
 onnx's version converter has no GRU/LSTM/RNN adapter across opset 7 (either way), none for GRU 2->3, and refuses
 to move a layout=1 node below 14; onnxruntime has no kernel below version 7. Specs: onnx Operators.md and
-Changelog.md, ../shared/spec/. `python -m rnnconv.passes.adapters` prints the coverage table of the README.
+Changelog.md, ../shared/spec/. `python -m rnnconv.passes.adapters` prints the coverage table of docs/opsets.md.
 """
 
 from __future__ import annotations
@@ -870,7 +870,7 @@ register("GatherElements", 11, None, gather_elements_below_11)
 
 
 def coverage() -> str:
-    """The README's coverage table: each op with the versions rnnconv moves it between and what its steps down do
+    """docs/opsets.md's coverage table: each op with the versions rnnconv moves it between and what its steps down do
     beyond checking that the node's types exist in the older version (steps doing the same thing share a line)."""
     versions: dict[str, set] = {}
     downs: dict[str, dict[str, list[str]]] = {}

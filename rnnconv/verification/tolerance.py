@@ -6,7 +6,7 @@ relative to the magnitudes it passes through, and a near-zero element computed f
 error (two correct float32 runtimes differ by 3.4e-5 on an output of magnitude 153). The default is set by the
 least precise of: the output's declared dtype, the dtypes the two runs returned (a runtime computing in float32 is not
 held to float64's tolerance), float16 when weights were stored as float16, and "dequantized" when a quantized
-layer was replaced by a float one (`rnnconv dequantize`: an approximation by nature, see its README section).
+layer was replaced by a float one (`rnnconv dequantize`: an approximation by nature, see docs/commands.md).
 A value given for one output (`NAME=X`) beats a value given for all (`X`), which beats the default. Integer outputs must be equal.
 """
 
@@ -24,7 +24,7 @@ from rnnconv.verification import ALL_OUTPUTS
 # on x86 CPUs without VNNI saturates full-range products: up to 0.5 measured on LSTMs of 32 to 256 units).
 DEQUANTIZED_ATOL, DEQUANTIZED_RTOL = 0.5, 0.1
 
-# Defaults by dtype (documented in README), most precise first.
+# Defaults by dtype (documented in docs/verification.md), most precise first.
 TOLERANCES = {
     "float64": (1e-7, 1e-7),
     "float32": (1e-5, 1e-5),

@@ -1,5 +1,6 @@
-"""The benchmark scripts the README points to start: their imports (rnnconv's included) still resolve. Timings are
-never asserted (shared machines are noisy): `--help` parses the options after every import, and stops there."""
+"""The benchmark scripts docs/benchmarks.md points to start: their imports (rnnconv's included) still resolve.
+Timings are never asserted (shared machines are noisy): `--help` parses the options after every import, and stops
+there."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The shipped DynamicQuantizeLSTM model (fixtures/quantized/, made by fixtures/make_quantized_fixtures.py) is what
-the README and `rnnconv dequantize --help` say: onnxruntime's own quantizer output, int8 weights of 7 bits, so that
-no CPU saturates them and the dequantize example prints the same everywhere."""
+docs/commands.md and `rnnconv dequantize --help` say: onnxruntime's own quantizer output, int8 weights of 7 bits,
+so that no CPU saturates them and the dequantize example prints the same everywhere."""
 
 from __future__ import annotations
 

@@ -35,8 +35,8 @@ from tests.real.conftest import (
 
 pytestmark = pytest.mark.real
 
-FP16_TOL = 2e-3  # README, "Tolerances": float16; to-openvino --fp16 is verified at it
-FP16_SCALED = 2e-3  # README, "Tolerances": the default atol adds this times the output's largest |reference|
+FP16_TOL = 2e-3  # docs/verification.md, "Tolerances": float16; to-openvino --fp16 is verified at it
+FP16_SCALED = 2e-3  # docs/verification.md: the default atol adds this times the output's largest |reference|
 FP16_ACCEPTED = "0.05"  # what a user accepting the float16 rounding of these models' weights gives (--atol, --rtol)
 # name -> (the node OpenVINO's own import fails on, its op, the If upstream whose branches give two ranks)
 REFUSED = {

@@ -67,7 +67,7 @@ def test_verify_on_models_that_differ(args, failing, tmp_path):
 
 
 def test_default_atol_follows_the_outputs_scale_and_a_given_one_does_not():
-    """README, Tolerances: float32's default atol adds 1e-6 times the output's largest |reference|. Two correct
+    """docs/verification.md: float32's default atol adds 1e-6 times the output's largest |reference|. Two correct
     float32 runtimes differ by 3.4e-5 on a near-zero element of an output reaching 153 (a real IR's case): within
     the default; a given --atol is taken as given."""
     from rnnconv.verification.results import compare_outputs

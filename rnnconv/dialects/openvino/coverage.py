@@ -2,7 +2,7 @@
 ops to-openvino writes it for), and every other operation type of OpenVINO opsets 1-16 with the reason it has
 none (`NO_MAPPING`). tests/dialects/openvino/test_openvino_written_ir.py holds the list against the installed
 openvino's opset tables and tests every mapped type both ways on IR that OpenVINO itself wrote.
-`python -m rnnconv.dialects.openvino.coverage` prints the README's table.
+`python -m rnnconv.dialects.openvino.coverage` prints docs/openvino.md's table.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def mapped() -> dict[str, list[str]]:
 
 
 def coverage() -> str:
-    """The README's table of IR layer types."""
+    """docs/openvino.md's table of IR layer types."""
     lines = ["| IR layer type | to-openvino writes it for |", "| --- | --- |"]
     lines += [f"| {t} | {', '.join(onnx) or '(from-openvino only)'} |" for t, onnx in mapped().items()]
     reasons: dict[str, list[str]] = {}

@@ -1,4 +1,4 @@
-"""Every IR layer type from-openvino maps (the README's table, rnnconv.dialects.openvino.coverage), tested both
+"""Every IR layer type from-openvino maps (docs/openvino.md's table, rnnconv.dialects.openvino.coverage), tested both
 ways on a small IR that OpenVINO itself wrote: through its ONNX import (ov.convert_model + ov.save_model,
 uncompressed), its PyTorch frontend, or its opset API (types its importers no longer write for one ONNX op).
 
@@ -279,8 +279,8 @@ def test_every_openvino_operation_is_mapped_or_has_a_reason():
 
 
 def test_readme_holds_the_generated_table():
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    assert coverage.coverage() in readme, "paste `python -m rnnconv.dialects.openvino.coverage` into the README"
+    readme = (Path(__file__).resolve().parents[3] / "docs" / "openvino.md").read_text()
+    assert coverage.coverage() in readme, "paste `python -m rnnconv.dialects.openvino.coverage` into docs/openvino.md"
 
 
 if __name__ == "__main__":  # the IR OpenVINO's PyTorch frontend writes for the torch cases, shipped for CI
