@@ -123,8 +123,8 @@ def _merged(planner, fw, rv):
     inits = [v for f in (fw, rv) for v in f.new_initializers
              if not any(v is _inputs(n, k) for n in (nf, nr) for k in (1, 2, 3))]
     pre = [n for f, node in ((fw, nf), (rv, nr)) for n in f.nodes[:f.nodes.index(node)]]
-    if nr.inputs[0] is not nf.inputs[0]:  # the same glue twice: the reverse's X goes
-        pre = [n for n in pre if not any(n is m for m in _feeding(nr.inputs[0], rv.nodes))]
+    dropped = [nf, nr] + (_feeding(nr.inputs[0], rv.nodes) if nr.inputs[0] is not nf.inputs[0] else [])
+    pre = [n for n in pre if not any(n is m for m in dropped)]  # the same glue twice: the reverse's X goes
     post = [n for f, node in ((fw, nf), (rv, nr)) for n in f.nodes[f.nodes.index(node) + 1:]]
     stacked = []
     for k, name in ((1, "W"), (2, "R"), (3, "B")):
@@ -168,6 +168,9 @@ def _merged(planner, fw, rv):
             glue.append(s)
             ir.convenience.replace_all_uses_with(o, v)
             swap[id(o)] = v
+    for old in dropped:  # they read nothing more
+        for k in range(len(old.inputs)):
+            old.replace_input_with(k, None)
     replaced = [(old, swap.get(id(new), new)) for f in (fw, rv) for old, new in f.replaced]
     matched = _in_order(planner.graph, fw.matched + rv.matched)
     nodes = pre + glue + post
