@@ -1,5 +1,10 @@
-"""A forward and a reverse fusion over the same sequence become one bidirectional node (the form an ONNX exporter
-writes for a bidirectional layer, and one node per layer instead of two).
+"""On request (`rnnconv.fuse(..., bidirectional=True)`), a forward and a reverse fusion over the same sequence
+become one bidirectional node (the form an ONNX exporter writes for a bidirectional layer, one node per layer).
+
+Not the default: OpenVINO's CPU plugin splits a bidirectional node into its two directions and concatenates their
+outputs again, so the one node runs slower than two (measured at T = 100, batch 32, 256 -> 256, one thread, f32:
+RNN 24.1 vs 23.4 ms, GRU 59.1 vs 58.5 ms, LSTM 70.2 vs 69.2 ms; dynamo's bidirectional nn.RNN fused 24.8 vs
+23.6 ms); onnxruntime runs both alike.
 
 ONNX's bidirectional node is its two directions side by side: W, R, B and the initial states stacked along the
 direction axis, Y's axis 1 and Y_h / Y_c's axis 0 holding the forward then the reverse result. So each old node's

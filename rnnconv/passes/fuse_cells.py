@@ -479,12 +479,13 @@ def _overlaps(f: Fusion, fusions: list[Fusion]) -> bool:
 class FusePass(RewritePass):
     """Every chain of unrolled steps of the model's main graph as one recurrent node (see the module's cases)."""
 
-    def __init__(self, observe=None):
+    def __init__(self, observe=None, bidirectional: bool = False):
         super().__init__(observe)
         self.near_misses: list[NearMiss] = []
+        self.bidirectional = bidirectional
 
     def plan(self, model: ir.Model) -> list[Fusion]:
-        fusions, self.near_misses = survey(model, bidirectional=True)
+        fusions, self.near_misses = survey(model, bidirectional=self.bidirectional)
         return fusions
 
     def call(self, model: ir.Model) -> PassResult:

@@ -21,9 +21,7 @@ from tests.torch_exports import CellLoop, export, nn_rnn, outputs  # noqa: E402
 
 
 
-def fuse_and_check(tmp_path, module, args, exporter: str, want_op: str, want_directions: int,
-                   want_nodes: int = 0) -> str:
-    """`want_nodes`: how many recurrent nodes hold those directions (0: one each)."""
+def fuse_and_check(tmp_path, module, args, exporter: str, want_op: str, want_directions: int) -> str:
     src = export(module, args, tmp_path / f"src_{exporter}.onnx", exporter)
     out = tmp_path / "fused.onnx"
     code, stdout, stderr = run_cli(["fuse", src, "-o", out])
@@ -33,7 +31,7 @@ def fuse_and_check(tmp_path, module, args, exporter: str, want_op: str, want_dir
     assert ops["MatMul"] == 0 and ops["Gemm"] == 0, ops  # nothing of the recurrence is left unrolled
     assert set(ops) & set(RECURRENT) == {want_op}, ops
     assert directions(fused) == want_directions
-    assert ops[want_op] == (want_nodes or want_directions), ops
+    assert ops[want_op] == want_directions, ops  # one node per direction (fuse's default)
     assert interface(src) == interface(out)
     feeds = {i.name: a.numpy() for i, a in zip([i for i in onnx.load(str(src)).graph.input], args)}
     got = run_onnxruntime(out, feeds)
@@ -88,7 +86,7 @@ def _rnn_params(configs, marks=()):
 def test_dynamo_unrolled_rnn_fuses(tmp_path, layers, bi, bf, bias, state, T, act):
     module, args = nn_rnn(layers=layers, bidirectional=bi, batch_first=bf, bias=bias, state=state, T=T,
                           nonlinearity=act)
-    fuse_and_check(tmp_path, module, args, "dynamo", "RNN", layers * (2 if bi else 1), want_nodes=layers)
+    fuse_and_check(tmp_path, module, args, "dynamo", "RNN", layers * (2 if bi else 1))
 
 
 def test_dynamo_rnn_with_big_weights_fuses(tmp_path):

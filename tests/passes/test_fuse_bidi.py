@@ -1,6 +1,7 @@
 """A forward and a reverse cell loop over one sequence (written here with onnx.helper, as PyTorch writes a cell
-applied step by step) fuse into one bidirectional node, held against onnxruntime on the unrolled source; when the
-two directions differ in more than their direction, or one reads what the other computes, they stay two nodes."""
+applied step by step) fuse into two nodes, or on request into one bidirectional node, held against onnxruntime on
+the unrolled source; when the two directions differ in more than their direction, or one reads what the other
+computes, they stay two nodes."""
 
 from __future__ import annotations
 
@@ -83,11 +84,11 @@ def two_directions(op: str, act: str = "Tanh", reverse_state: str = "input") -> 
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
 
 
-def fused_and_checked(source: onnx.ModelProto) -> Counter:
+def fused_and_checked(source: onnx.ModelProto, bidirectional: bool = True) -> Counter:
     import rnnconv
     from rnnconv import io
 
-    fused = io.to_proto(rnnconv.fuse(source).model)
+    fused = io.to_proto(rnnconv.fuse(source, bidirectional=bidirectional).model)
     rng = np.random.default_rng(5)
     feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
              for i in source.graph.input}
@@ -104,6 +105,11 @@ def test_a_forward_and_a_reverse_loop_become_one_bidirectional_node(op, act):
     assert fused_and_checked(two_directions(op, act)) == {(op, "bidirectional"): 1}
 
 
+def test_by_default_each_direction_is_its_own_node():
+    assert fused_and_checked(two_directions("GRU"), bidirectional=False) == {("GRU", "forward"): 1,
+                                                                             ("GRU", "reverse"): 1}
+
+
 def test_directions_that_differ_in_their_initial_state_stay_two_nodes():
     assert fused_and_checked(two_directions("LSTM", reverse_state="none")) == {("LSTM", "forward"): 1,
                                                                                 ("LSTM", "reverse"): 1}
@@ -112,3 +118,24 @@ def test_directions_that_differ_in_their_initial_state_stay_two_nodes():
 def test_a_reverse_loop_that_reads_the_forward_result_stays_two_nodes():
     assert fused_and_checked(two_directions("GRU", reverse_state="forward")) == {("GRU", "forward"): 1,
                                                                                  ("GRU", "reverse"): 1}
+
+
+def test_the_shipped_two_layer_bidirectional_export_fuses_into_a_node_per_layer():
+    """dynamo's 2-layer bidirectional nn.RNN (fixtures/fuse), against the outputs torch computed."""
+    import json
+
+    import rnnconv
+    from rnnconv import io
+    from tests.conftest import FIXTURES
+
+    name = "rnn_two_layers_bidirectional_batch_first_initial_state_dynamo.onnx"
+    entry = next(e for e in json.loads((FIXTURES / "fuse" / "index.json").read_text())["fixtures"]
+                 if e["file"] == name)
+    fused = io.to_proto(rnnconv.fuse(FIXTURES / "fuse" / name, bidirectional=True).model)
+    assert Counter(n.op_type for n in fused.graph.node if n.op_type in GATES) == {"RNN": 2}
+    assert all(a.s == b"bidirectional" for n in fused.graph.node if n.op_type == "RNN" for a in n.attribute
+               if a.name == "direction")
+    data = np.load(FIXTURES / "fuse" / name.replace(".onnx", ".npz"))
+    got = run_onnxruntime(fused, {k: data[k] for k in entry["inputs"]})
+    for out in entry["outputs"]:
+        np.testing.assert_allclose(got[out], data[out], atol=1e-5, rtol=1e-5, err_msg=out)
