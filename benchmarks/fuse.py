@@ -107,7 +107,8 @@ def dynamo_rnn(path: str, T: int, N: int, H: int, bidirectional: bool = False) -
             contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
         logging.disable(logging.WARNING)
-        torch.onnx.export(torch.nn.RNN(H, H, bidirectional=bidirectional).eval(), (torch.randn(T, N, H),), path, dynamo=True, input_names=["x"])
+        torch.onnx.export(torch.nn.RNN(H, H, bidirectional=bidirectional).eval(), (torch.randn(T, N, H),), path,
+                          dynamo=True, input_names=["x"])
     onnx.save(onnx.load(path), path)  # one file
     if os.path.exists(path + ".data"):
         os.remove(path + ".data")
@@ -137,13 +138,12 @@ def openvino_load_and_run(path: str, feeds: dict):
 
 def matmul_rate(rows: int, H: int) -> float:
     """OpenVINO's GFLOP/s on one f32 MatMul [rows, H] x [H, H], the same threads: what bounds a recurrence here."""
-    import openvino as ov
-
     rng = np.random.default_rng(2)
     graph = helper.make_graph([helper.make_node("MatMul", ["a", "w"], ["y"])], "matmul",
                               [helper.make_tensor_value_info("a", TensorProto.FLOAT, [rows, H])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, H])],
-                              initializer=[numpy_helper.from_array(rng.standard_normal((H, H)).astype(np.float32), "w")])
+                              initializer=[numpy_helper.from_array(rng.standard_normal((H, H)).astype(np.float32),
+                                                                   "w")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "matmul.onnx")

@@ -25,8 +25,8 @@ from rnnconv.verification.specs import input_specs
 LONGER = 3  # the freed model also runs this many steps longer, checked on the export's steps
 
 # Measured at T = 100, batch 32, 256 -> 256, one thread (benchmarks/fuse.py): onnxruntime's RNN kernel runs the
-# recurrence slower than the unrolled MatMul chain it replaces; OpenVINO compiles the RNN node over 10x faster and runs
-# it as fast (both forms run at its f32 matrix-multiply rate, which bounds them at this size).
+# recurrence slower than the unrolled MatMul chain it replaces; OpenVINO compiles the RNN node about 10x faster and
+# runs it about as fast (both forms run at its f32 matrix-multiply rate, which bounds them at this size).
 ORT_RNN_NOTE = ("onnxruntime runs a fused RNN node slower than the unrolled steps (its RNN kernel: about 2x at "
                 "T=100, batch 32, hidden 256), though it loads the model much faster; OpenVINO compiles it much "
                 "faster and runs it about as fast")
@@ -55,9 +55,9 @@ def fuse(source, output=None, *, free_sequence: bool = False, bidirectional: boo
     paths = (source,) if isinstance(source, (str, os.PathLike)) else ()
     if free_sequence and output is not None:
         io.guard_output(Path(output), force=force, inputs=paths)
-    result = conversion.convert(source, None if free_sequence else output, command="fuse", passes=[FusePass(bidirectional=bidirectional)],
-                                verify=verify, options=options, force=force, external_data=external_data,
-                                progress=progress, loaded=model)
+    result = conversion.convert(source, None if free_sequence else output, command="fuse",
+                                passes=[FusePass(bidirectional=bidirectional)], verify=verify, options=options,
+                                force=force, external_data=external_data, progress=progress, loaded=model)
     if any(f.op == "RNN" for f in fusions):
         result.report.notes.append(ORT_RNN_NOTE)
     if free_sequence:

@@ -33,7 +33,8 @@ def cell(op: str, p: str, x: str, h: str, c: str, w: tuple, act: str = "Tanh") -
                         mk("Add", [p + "fc", p + "ig"], [p + "c"]), mk("Tanh", [p + "c"], [p + "tc"]),
                         mk("Mul", [p + "so", p + "tc"], [p + "h"])], p + "h", p + "c"
     gx, gh = [p + f"x{k}" for k in "rzn"], [p + f"h{k}" for k in "rzn"]
-    return nodes + [mk("Split", [p + "gx"], gx, axis=1, num_outputs=3), mk("Split", [p + "gh"], gh, axis=1, num_outputs=3),
+    return nodes + [mk("Split", [p + "gx"], gx, axis=1, num_outputs=3),
+                    mk("Split", [p + "gh"], gh, axis=1, num_outputs=3),
                     mk("Add", [gh[0], gx[0]], [p + "ar"]), mk("Sigmoid", [p + "ar"], [p + "r"]),
                     mk("Add", [gh[1], gx[1]], [p + "az"]), mk("Sigmoid", [p + "az"], [p + "z"]),
                     mk("Mul", [gh[2], p + "r"], [p + "rn"]), mk("Add", [gx[2], p + "rn"], [p + "an"]),
