@@ -4,9 +4,14 @@ Run: python benchmarks/fuse.py [--runs N] [--threads N] [--seq T] [--batch N] [-
 
 The unrolled sources are written here with onnx.helper in the form PyTorch's exporters give a cell applied once per
 step (nn.LSTMCell, nn.GRUCell, nn.RNNCell: Gemm, Split, Sigmoid/Tanh, Mul per step, weights shared), T = 100 by
-default, batch 32, 256 -> 256, then fused by `rnnconv.fuse`. Load is onnxruntime's session creation and OpenVINO's
-read + compile; run is the median of interleaved runs. Ratios are unrolled / fused (above 1: the fused model is
-faster). Timings are never asserted (tests/benchmarks only checks the script starts).
+default, batch 32, 256 -> 256, then fused by `rnnconv.fuse` (RNN-relu: the RNN cell with Relu; nn.RNN, nn.RNN-bi:
+torch's nn.RNN, one way and bidirectional, as the dynamo exporter unrolls it). Load is onnxruntime's session creation
+and OpenVINO's read + compile; run is the median of interleaved runs. Ratios are unrolled / fused (above 1: the fused
+model is faster). Timings are never asserted (tests/benchmarks only checks the script starts).
+
+Both forms do the same multiply-adds (2 T N G H (I + H) per direction, G gates), so each OpenVINO run is also given
+as GFLOP/s beside the rate of one f32 MatMul [T N, H] x [H, H]: at this size, one thread, OpenVINO runs the unrolled
+chain's FullyConnected layers and its own Sequence kernels near that rate alike, which bounds what fusing can gain.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import rnnconv  # noqa: E402
 
-GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1, "RNN-relu": 1, "nn.RNN": 1, "nn.RNN-bi": 1}
 
 
 def unrolled(op: str, T: int, N: int, I: int, H: int, seed: int = 0) -> onnx.ModelProto:
@@ -46,9 +51,9 @@ def unrolled(op: str, T: int, N: int, I: int, H: int, seed: int = 0) -> onnx.Mod
         nodes += [helper.make_node("Gather", ["x", f"t{t}"], [p + "x"], axis=0),
                   helper.make_node("Gemm", [p + "x", "w_ih", "b_ih"], [p + "gx"], **gemm),
                   helper.make_node("Gemm", [h, "w_hh", "b_hh"], [p + "gh"], **gemm)]
-        if op == "RNN":
+        if op.startswith("RNN"):
             nodes += [helper.make_node("Add", [p + "gh", p + "gx"], [p + "a"]),
-                      helper.make_node("Tanh", [p + "a"], [p + "h"])]
+                      helper.make_node("Relu" if op == "RNN-relu" else "Tanh", [p + "a"], [p + "h"])]
         elif op == "LSTM":
             g = [p + k for k in "ifgo"]
             nodes += [helper.make_node("Add", [p + "gh", p + "gx"], [p + "a"]),
@@ -86,7 +91,7 @@ def unrolled(op: str, T: int, N: int, I: int, H: int, seed: int = 0) -> onnx.Mod
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
 
 
-def dynamo_rnn(path: str, T: int, N: int, H: int) -> bool:
+def dynamo_rnn(path: str, T: int, N: int, H: int, bidirectional: bool = False) -> bool:
     """torch's nn.RNN(H, H) over x [T, N, H] through the dynamo exporter (which unrolls it); False without torch."""
     try:
         import torch
@@ -102,7 +107,8 @@ def dynamo_rnn(path: str, T: int, N: int, H: int) -> bool:
             contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
         logging.disable(logging.WARNING)
-        torch.onnx.export(torch.nn.RNN(H, H).eval(), (torch.randn(T, N, H),), path, dynamo=True, input_names=["x"])
+        torch.onnx.export(torch.nn.RNN(H, H, bidirectional=bidirectional).eval(), (torch.randn(T, N, H),), path,
+                          dynamo=True, input_names=["x"])
     onnx.save(onnx.load(path), path)  # one file
     if os.path.exists(path + ".data"):
         os.remove(path + ".data")
@@ -130,6 +136,23 @@ def openvino_load_and_run(path: str, feeds: dict):
     return load, lambda: request.infer(feeds)
 
 
+def matmul_rate(rows: int, H: int) -> float:
+    """OpenVINO's GFLOP/s on one f32 MatMul [rows, H] x [H, H], the same threads: what bounds a recurrence here."""
+    rng = np.random.default_rng(2)
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "w"], ["y"])], "matmul",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [rows, H])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, H])],
+                              initializer=[numpy_helper.from_array(rng.standard_normal((H, H)).astype(np.float32),
+                                                                   "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "matmul.onnx")
+        onnx.save(model, path)
+        _, run = openvino_load_and_run(path, {"a": rng.standard_normal((rows, H)).astype(np.float32)})
+        _, (ms,) = median_ms([run], 20)
+    return 2 * rows * H * H / ms / 1e6
+
+
 def median_ms(fns, runs: int) -> tuple[list[float], list[float]]:
     """Median wall and CPU milliseconds of each function, runs interleaved so load changes hit all alike (with one
     thread the CPU time is the steadier figure on a shared machine)."""
@@ -152,21 +175,25 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=100)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--size", type=int, default=256)
-    ap.add_argument("--ops", default="LSTM,GRU,RNN,nn.RNN",
-                    help="nn.RNN: torch's nn.RNN as the dynamo exporter unrolls it (needs torch)")
+    ap.add_argument("--ops", default="LSTM,GRU,RNN,RNN-relu,nn.RNN,nn.RNN-bi",
+                    help="nn.RNN, nn.RNN-bi: torch's nn.RNN as the dynamo exporter unrolls it (needs torch)")
     args = ap.parse_args()
     T, N, H = args.seq, args.batch, args.size
     rng = np.random.default_rng(1)
     print(f"T={T}, batch {N}, {H} -> {H}, {THREADS} thread(s); ratio = unrolled / fused")
-    print(f"{'op':6} {'runtime':12} {'what':8} {'unrolled':>10} {'fused':>10} {'ratio':>7}")
+    try:
+        print(f"OpenVINO, one f32 MatMul [{T * N}, {H}] x [{H}, {H}]: {matmul_rate(T * N, H):.0f} GFLOP/s")
+    except ImportError:
+        pass
+    print(f"{'op':9} {'runtime':12} {'what':8} {'unrolled':>10} {'fused':>10} {'ratio':>7}")
     with tempfile.TemporaryDirectory() as folder:
         for op in args.ops.split(","):
             src, out = os.path.join(folder, f"{op}.onnx"), os.path.join(folder, f"{op}_fused.onnx")
             feeds = {"x": rng.standard_normal((T, N, H)).astype(np.float32),
                      "h": rng.standard_normal((N, H)).astype(np.float32)}
-            if op == "nn.RNN":
-                if not dynamo_rnn(src, T, N, H):
-                    print(f"{op:6} (torch not installed)")
+            if op.startswith("nn.RNN"):
+                if not dynamo_rnn(src, T, N, H, bidirectional=op.endswith("-bi")):
+                    print(f"{op:9} (torch not installed)")
                     continue
                 del feeds["h"]
             else:
@@ -186,12 +213,16 @@ def main() -> None:
                             pairs = []
                             break
                 if not pairs:
-                    print(f"{op:6} {runtime:12} (not installed)")
+                    print(f"{op:9} {runtime:12} (not installed)")
                     continue
                 run_ms, run_cpu = median_ms([p[1] for p in pairs], args.runs)
                 load_ms = [p[0] * 1e3 for p in pairs]
                 for what, (a, b) in (("run", run_ms), ("run cpu", run_cpu), ("load", load_ms)):
-                    print(f"{op:6} {runtime:12} {what:8} {a:9.1f}ms {b:9.1f}ms {a / b:6.2f}x")
+                    print(f"{op:9} {runtime:12} {what:8} {a:9.1f}ms {b:9.1f}ms {a / b:6.2f}x")
+                if runtime == "openvino":
+                    flop = 2 * T * N * GATES[op] * H * (H + H) * (2 if op.endswith("-bi") else 1) / 1e6
+                    a, b = (flop / ms for ms in run_cpu)
+                    print(f"{op:9} {runtime:12} {'GFLOP/s':8} {a:10.0f}  {b:10.0f}   (run cpu)")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ its glue, then the whole model (rnnconv.passes.fuse_cells says what is matched a
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
@@ -23,13 +24,14 @@ from rnnconv.verification.specs import input_specs
 LONGER = 3  # the freed model also runs this many steps longer, checked on the export's steps
 
 # Measured at T = 100, batch 32, 256 -> 256, one thread (benchmarks/fuse.py): onnxruntime's RNN kernel runs the
-# recurrence slower than the unrolled MatMul chain it replaces; OpenVINO runs and compiles the RNN node faster.
+# recurrence slower than the unrolled MatMul chain it replaces; OpenVINO compiles the RNN node about 10x faster and
+# runs it about as fast (both forms run at its f32 matrix-multiply rate, which bounds them at this size).
 ORT_RNN_NOTE = ("onnxruntime runs a fused RNN node slower than the unrolled steps (its RNN kernel: about 2x at "
-                "T=100, batch 32, hidden 256), though it loads the model much faster; OpenVINO runs and compiles it "
-                "faster")
+                "T=100, batch 32, hidden 256), though it loads the model much faster; OpenVINO compiles it much "
+                "faster and runs it about as fast")
 
 
-def plan(model: ir.Model, report) -> list:
+def plan(model: ir.Model, report, bidirectional: bool = False) -> list:
     """FusePass; Unsupported when there is nothing to fuse, with the near-misses and why."""
     fusions, misses = survey(model)
     if not fusions:
@@ -41,20 +43,22 @@ def plan(model: ir.Model, report) -> list:
                                                  "unrolled nn.RNN, Scan or Loop bodies of one step)") + have)
     if any(f.op == "RNN" for f in fusions):
         report.notes.append(ORT_RNN_NOTE)
-    return [FusePass()]
+    return [FusePass(bidirectional=bidirectional)]
 
 
-def fuse(source, output=None, *, free_sequence: bool = False, verify: str = "full", force: bool = False,
-         external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
+def fuse(source, output=None, *, free_sequence: bool = False, bidirectional: bool = False, verify: str = "full",
+         force: bool = False, external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
          **check) -> conversion.Result:
     """Replace each chain of unrolled recurrent steps of `source` by one ONNX RNN/GRU/LSTM node (and the glue that
     keeps the interface); Unsupported when there is none to fuse, with the near-misses and why.
 
     `free_sequence`: also make the sequence length the export froze symbolic (an interface change, stated in the
     report; refused unless every recurrent node runs forward over a graph input, see passes/free_sequence.py).
+    `bidirectional`: a forward and a reverse recurrence over one sequence as one bidirectional node (OpenVINO runs
+    the two-node default slightly faster, see passes/fuse_bidi.py).
     `options` (or its keywords `check`: seed, runs, dims, ranges, inputs, atol, rtol): how rewrites are verified
     (see CheckOptions)."""
-    translator = conversion.Passes("fuse", plan, external_data=external_data,
+    translator = conversion.Passes("fuse", functools.partial(plan, bidirectional=bidirectional), external_data=external_data,
                                    finish=_free if free_sequence else None)
     return conversion.run(source, translator, CheckOptions.given(options, check), output=output, verify=verify,
                           force=force, progress=progress)

@@ -25,6 +25,7 @@ import onnx_ir as ir
 from rnnconv.dialects.onnx_recurrent import GATES, constant_array, default_opset, node_label
 from rnnconv.passes.base import PassResult, RewritePass
 from rnnconv.passes.edit import Names
+from rnnconv.passes.fuse_bidi import merge
 from rnnconv.passes.fuse_match import Step, attr, axes_of, const, find_steps, linear, only_user, producer
 from rnnconv.passes.fuse_scan import BodyStep, body_step, outer_reads
 
@@ -430,8 +431,9 @@ def _reads(nodes: list) -> list:
     return out
 
 
-def survey(model: ir.Model) -> tuple[list[Fusion], list[NearMiss]]:
-    """What `fuse` would do to the model's main graph: the fusions and the near-misses, nothing changed."""
+def survey(model: ir.Model, bidirectional: bool = False) -> tuple[list[Fusion], list[NearMiss]]:
+    """What `fuse` would do to the model's main graph: the fusions and the near-misses, nothing changed;
+    `bidirectional`: a forward and a reverse fusion over the same sequence as one fusion (passes/fuse_bidi.py)."""
     partial: list = []
     found, misses = chains(find_steps(model.graph, partial))
     groups: dict = {}
@@ -459,7 +461,7 @@ def survey(model: ir.Model) -> tuple[list[Fusion], list[NearMiss]]:
             misses.append(NearMiss(result.op, result.steps, _where(chain), "its nodes overlap another chain's"))
         else:
             fusions.append(result)
-    return fusions, misses
+    return (merge(planner, fusions) if bidirectional else fusions), misses
 
 
 def candidates(model: ir.Model) -> list[str]:
@@ -477,12 +479,13 @@ def _overlaps(f: Fusion, fusions: list[Fusion]) -> bool:
 class FusePass(RewritePass):
     """Every chain of unrolled steps of the model's main graph as one recurrent node (see the module's cases)."""
 
-    def __init__(self, observe=None):
+    def __init__(self, observe=None, bidirectional: bool = False):
         super().__init__(observe)
         self.near_misses: list[NearMiss] = []
+        self.bidirectional = bidirectional
 
     def plan(self, model: ir.Model) -> list[Fusion]:
-        fusions, self.near_misses = survey(model)
+        fusions, self.near_misses = survey(model, bidirectional=self.bidirectional)
         return fusions
 
     def call(self, model: ir.Model) -> PassResult:

@@ -12,22 +12,13 @@ import numpy as np
 import onnx
 import pytest
 
+from tests.commands.test_fuse_fixtures import RECURRENT, directions
 from tests.conftest import interface, run_cli, run_onnxruntime
 
 torch = pytest.importorskip("torch")
 
 from tests.torch_exports import CellLoop, export, nn_rnn, outputs  # noqa: E402
 
-RECURRENT = ("RNN", "GRU", "LSTM")
-
-
-def directions(model: onnx.ModelProto) -> int:
-    count = 0
-    for n in model.graph.node:
-        if n.op_type in RECURRENT:
-            d = next((a.s.decode() for a in n.attribute if a.name == "direction"), "forward")
-            count += 2 if d == "bidirectional" else 1
-    return count
 
 
 def fuse_and_check(tmp_path, module, args, exporter: str, want_op: str, want_directions: int) -> str:
@@ -40,6 +31,7 @@ def fuse_and_check(tmp_path, module, args, exporter: str, want_op: str, want_dir
     assert ops["MatMul"] == 0 and ops["Gemm"] == 0, ops  # nothing of the recurrence is left unrolled
     assert set(ops) & set(RECURRENT) == {want_op}, ops
     assert directions(fused) == want_directions
+    assert ops[want_op] == want_directions, ops  # one node per direction (fuse's default)
     assert interface(src) == interface(out)
     feeds = {i.name: a.numpy() for i, a in zip([i for i in onnx.load(str(src)).graph.input], args)}
     got = run_onnxruntime(out, feeds)

