@@ -140,3 +140,19 @@ def test_the_shipped_two_layer_bidirectional_export_fuses_into_a_node_per_layer(
     got = run_onnxruntime(fused, {k: data[k] for k in entry["inputs"]})
     for out in entry["outputs"]:
         np.testing.assert_allclose(got[out], data[out], atol=1e-5, rtol=1e-5, err_msg=out)
+
+
+def test_the_command_line_flag_writes_one_bidirectional_node_per_layer(tmp_path):
+    """`rnnconv fuse --bidirectional` on the same export: two RNN nodes, where the default writes four."""
+    import onnx
+
+    from tests.conftest import FIXTURES, run_cli
+
+    source = FIXTURES / "fuse" / "rnn_two_layers_bidirectional_batch_first_initial_state_dynamo.onnx"
+    counts = {}
+    for flags in ((), ("--bidirectional",)):
+        out = tmp_path / f"fused{len(flags)}.onnx"
+        code, _, err = run_cli(["fuse", str(source), "-o", str(out), *flags])
+        assert code == 0, err
+        counts[flags] = sum(n.op_type == "RNN" for n in onnx.load(str(out)).graph.node)
+    assert counts == {(): 4, ("--bidirectional",): 2}
