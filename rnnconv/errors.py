@@ -38,6 +38,12 @@ def human_size(nbytes: float) -> str:
     return f"{nbytes:.3g} TiB"
 
 
+def first_line(err: BaseException) -> str:
+    """An exception's first line, as one-line messages quote it."""
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
 def exit_codes_help() -> str:
     return "Exit codes: " + "; ".join(f"{code} {what}" for code, what in EXIT_CODES.items()) + "."
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from rnnconv.activations import Activation
 
-KINDS = ("RNN", "GRU", "LSTM")
+KINDS = ("GRU", "LSTM", "RNN")  # the recurrent ops (ONNX's op types)
 DIRECTIONS = ("forward", "reverse", "bidirectional")
 
 # Gate names from the ONNX spec notation (the RNN's single gate is "i" there); their order is a dialect's.
@@ -67,4 +67,9 @@ class Layer:
     @staticmethod
     def split(stacked: np.ndarray, order: tuple[str, ...]) -> list[dict[str, np.ndarray]]:
         """Inverse of `stacked`: one {gate: array} dict per direction."""
-        return [dict(zip(order, np.split(d, len(order), axis=0))) for d in stacked]
+        return [split_gates(d, order) for d in stacked]
+
+
+def split_gates(array: np.ndarray, order: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """One direction's gates concatenated in `order` along the first axis ([len(order)*H, ...]) as {gate: array}."""
+    return dict(zip(order, np.split(array, len(order), axis=0)))

@@ -80,8 +80,9 @@ def node_findings(rn: onnx_recurrent.RecurrentNode, target: str, model: str = "M
 
     dtype = getattr(layer.dtype, "name", str(layer.dtype))
     if target == "onnxruntime":
-        if rn.version < 7:
-            add(REFUSES, f"no CPU kernel for {rn.op}-{rn.version} (onnxruntime runs {rn.op} from opset 7)",
+        if rn.version < onnx_recurrent.MODERN_SINCE:
+            add(REFUSES, f"no CPU kernel for {rn.op}-{rn.version} (onnxruntime runs {rn.op} from opset "
+                         f"{onnx_recurrent.MODERN_SINCE})",
                 fix["upgrade"])
         if layer.layout == 1:
             add(REFUSES, "layout=1 is refused at session creation (\"Batchwise recurrent operations (layout == 1) "

@@ -29,6 +29,7 @@ from rnnconv.cli.options import (
 from rnnconv.errors import (
     EXIT_INTERNAL,
     EXIT_IO,
+    EXIT_VERIFY,
     RnnconvError,
     RnnconvWarning,
     UsageError,
@@ -283,7 +284,7 @@ def _row(src, dst, code, error, report, seconds) -> dict:
         "result": "written, not verified" if code == 0 and (report is None or report.verified == "none") else
                   "ok (per node)" if code == 0 and report.verified == "node" else
                   "ok" if code == 0 else
-                  "verification failed" if code == 1 else f"error {code}",
+                  "verification failed" if code == EXIT_VERIFY else f"error {code}",
         "verified": report.verified if report is not None else None,
         "nodes_rewritten": len(report.rewrites) if report is not None else None,
         "max_abs": max((c.max_abs for c in checks), default=None),

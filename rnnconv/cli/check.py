@@ -4,6 +4,7 @@ import sys
 
 import click
 
+from rnnconv.cli.helptext import filled
 from rnnconv.cli.options import json_option, option
 from rnnconv.errors import EXIT_VERIFY
 
@@ -15,9 +16,10 @@ from rnnconv.errors import EXIT_VERIFY
               help="Runtime to check against (repeatable): onnxruntime, openvino (its ONNX import), or "
                    "onnx-reference (onnx's ReferenceEvaluator).")
 @json_option
+@filled
 def command(model, targets, as_json):
     """List every recurrent node of MODEL that a runtime (--target) cannot run, or will run wrongly without saying
-    so, each with the rnnconv command that fixes it. Exit 1 when anything is found (for CI gates).
+    so, each with the rnnconv command that fixes it. Exit {EXIT_VERIFY} when anything is found (for CI gates).
 
     \b
     Example: rnnconv check fixtures/lstm14_layout1_all_features.onnx --target openvino --target onnxruntime

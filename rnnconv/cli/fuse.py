@@ -3,6 +3,7 @@ from __future__ import annotations
 import functools
 
 from rnnconv.cli.batch import converting
+from rnnconv.cli.helptext import filled
 from rnnconv.cli.options import option
 
 
@@ -15,11 +16,13 @@ from rnnconv.cli.options import option
 @option("--bidirectional", is_flag=True, help="Write a forward and a reverse recurrence over one sequence as one "
                                               "bidirectional node (default: one node per direction, which "
                                               "OpenVINO runs slightly faster).")
+@filled
 def command(external_data, free_sequence, bidirectional):
     """Turn each recurrence MODEL writes out as primitive ops back into one ONNX RNN/GRU/LSTM node: nn.LSTMCell,
     nn.GRUCell and nn.RNNCell applied step by step (both PyTorch exporters), dynamo's unrolled nn.RNN, Scan and
     Loop bodies of one cell step. A chain is fused only when the match proves the cell (shared weights,
-    activations, gate roles); near-misses are left alone and reported. Exit 3 when there is nothing to fuse.
+    activations, gate roles); near-misses are left alone and reported. Exit {EXIT_UNSUPPORTED} when there is
+    nothing to fuse.
 
     \b
     Example: rnnconv fuse fixtures/fuse/lstm_cell_dynamo.onnx -o out/lstm_fused.onnx

@@ -5,14 +5,17 @@ import functools
 import click
 
 from rnnconv.cli.batch import converting
+from rnnconv.cli.helptext import filled
 from rnnconv.cli.options import option
+from rnnconv.dialects.onnx_versions import LAYOUT_SINCE
 
 
 @converting("layout", progress=True)
 @option("--to", "to", type=click.Choice(["0", "1"]), required=True,
-        help="Target layout: 0 sequence-major (X [T,N,I]), 1 batch-major (X [N,T,I], opset >= 14).")
+        help=f"Target layout: 0 sequence-major (X [T,N,I]), 1 batch-major (X [N,T,I], opset >= {LAYOUT_SINCE}).")
 @option("--node", "nodes", multiple=True, metavar="NAME", help="Only this recurrent node (repeatable; default: all).")
-@option("--opset", type=int, default=None, help="Also move the model to this opset (layout 1 needs 14 or higher).")
+@option("--opset", type=int, default=None,
+        help=f"Also move the model to this opset (layout 1 needs {LAYOUT_SINCE} or higher).")
 @option("--external-data", is_flag=True, help="Keep the weights in OUT.data beside OUT (the default when the "
                                               "source has external data or its weights pass 1.8 GB).")
 def command(to, nodes, opset, external_data):

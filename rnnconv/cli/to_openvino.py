@@ -5,6 +5,7 @@ import functools
 import click
 
 from rnnconv.cli.batch import converting
+from rnnconv.cli.helptext import filled
 from rnnconv.cli.options import option
 
 
@@ -15,6 +16,7 @@ from rnnconv.cli.options import option
         help="auto: rnnconv's own writer when every op is in its table (no openvino package needed; streams big "
              "models), else OpenVINO's ONNX import with every GRU/LSTM/RNN still mapped by rnnconv. rnnconv or "
              "openvino: that route only.")
+@filled
 def command(fp16, route):
     """Write each MODEL as OpenVINO IR v11 (OUT.xml + OUT.bin), GRU/LSTM/RNN as opset5 Sequence ops.
 
@@ -22,13 +24,14 @@ def command(fp16, route):
     and sequence_lens with dynamic dims, which OpenVINO's CPU plugin ignores) becomes an explicit TensorIterator
     recurrence: never dropped. Every recurrent node is checked alone, then the whole model: the source in
     onnxruntime (rnnconv's engine where onnxruntime cannot run it) against the IR in rnnconv's IR interpreter
-    and in the OpenVINO runtime (CPU, f32) when installed. Exit 1 and nothing written on a mismatch.
+    and in the OpenVINO runtime (CPU, f32) when installed. Exit {EXIT_VERIFY} and nothing written on a mismatch.
 
     Models with ops outside rnnconv's own table (InstanceNormalization, If bodies...) go through OpenVINO's
     ONNX import when the openvino package is installed, each recurrent node still mapped by rnnconv (the report
-    says which nodes rnnconv mapped and what OpenVINO imported); without it, exit 3 listing the op types.
+    says which nodes rnnconv mapped and what OpenVINO imported); without it, exit {EXIT_UNSUPPORTED} listing the op
+    types.
     com.microsoft DynamicQuantizeLSTM becomes onnxruntime's run-time quantization in OpenVINO ops (with
-    computed weights: exit 3, dequantize first). Several models or directories with --out-dir
+    computed weights: exit {EXIT_UNSUPPORTED}, dequantize first). Several models or directories with --out-dir
     DIR run in batch mode (see --jobs, --report).
 
     \b

@@ -12,6 +12,7 @@ from rnnconv.cli.options import (
     json_option,
     option,
 )
+from rnnconv.cli.helptext import filled
 from rnnconv.errors import EXIT_VERIFY
 
 ENGINE_CHOICES = click.Choice(["rnnconv", "onnxruntime", "openvino", "all"])
@@ -36,16 +37,18 @@ ENGINE_CHOICES = click.Choice(["rnnconv", "onnxruntime", "openvino", "all"])
         help="Draw the error per time step of recurrent outputs to a PNG (needs matplotlib).")
 @json_option
 @force_option
+@filled
 def command(reference, candidate, engine, reference_engine, candidate_engine, atol, rtol, seed, runs, dims, ranges,
             inputs, save_inputs, save_outputs, plot, as_json, force):
     """Run REFERENCE and CANDIDATE (ONNX .onnx or OpenVINO IR .xml) on the same inputs and compare every output.
 
     Outputs are matched by name and their shapes must match exactly. Every run is compared with the baseline:
     REFERENCE in its (first) engine. An element is bad when |cand - ref| > atol + rtol * |ref|; default
-    tolerances by dtype: float64 1e-7, float32 1e-5, float16 2e-3, bfloat16 2e-2 (atol and rtol alike).
+    tolerances by dtype: {TOLERANCE_DEFAULTS}.
 
-    Exit 0 when they agree, 1 when they do not, 2 on a usage error, 3 when an engine asked for by name cannot
-    run a model (see `rnnconv check`), 4 on a bad model or inputs file.
+    Exit {EXIT_OK} when they agree, {EXIT_VERIFY} when they do not, {EXIT_USAGE} on a usage error,
+    {EXIT_UNSUPPORTED} when an engine asked for by name cannot run a model (see `rnnconv check`),
+    {EXIT_BAD_INPUT} on a bad model or inputs file.
 
     \b
     Example: rnnconv verify fixtures/torch/lstm_batch_first_legacy14.onnx fixtures/openvino/lstm_batch_first_legacy14.xml --engine all

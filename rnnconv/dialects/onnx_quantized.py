@@ -34,9 +34,9 @@ from rnnconv import activations as act
 from rnnconv.dialects.onnx_recurrent import GATES as ONNX_GATES
 from rnnconv.dialects.onnx_recurrent import INPUTS as ONNX_INPUTS
 from rnnconv.dialects.onnx_recurrent import OUTPUTS as ONNX_OUTPUTS
-from rnnconv.dialects.onnx_recurrent import PEEPHOLES, constant_array, node_label, walk
+from rnnconv.dialects.onnx_recurrent import PEEPHOLES, constant_array, node_label, split_bias, walk
 from rnnconv.errors import BadInput
-from rnnconv.layer import DIRECTIONS, Cell, Layer
+from rnnconv.layer import DIRECTIONS, Cell, Layer, split_gates
 
 DOMAIN = "com.microsoft"
 OP = "DynamicQuantizeLSTM"
@@ -197,9 +197,9 @@ def read(node: ir.Node, scope: str = "", opset: Optional[int] = None) -> Quantiz
         B = arrays["B"] if arrays["B"] is not None else np.zeros((D, 8 * H), np.float32)
         P = arrays["P"] if arrays["P"] is not None else np.zeros((D, 3 * H), np.float32)
         for d, cell in enumerate(cells):
-            cell.W, cell.R = dict(zip(GATES, np.split(W[d], 4))), dict(zip(GATES, np.split(R[d], 4)))
-            cell.Wb, cell.Rb = dict(zip(GATES, np.split(B[d][:4 * H], 4))), dict(zip(GATES, np.split(B[d][4 * H:], 4)))
-            cell.P = dict(zip(PEEPHOLES, np.split(P[d], 3)))
+            cell.W, cell.R = split_gates(W[d], GATES), split_gates(R[d], GATES)
+            cell.Wb, cell.Rb = split_bias(B[d], GATES)
+            cell.P = split_gates(P[d], PEEPHOLES)
     clip = attributes.get("clip")
     layer = Layer(kind="LSTM", direction=direction, hidden_size=H, input_size=input_size, cells=cells,
                   clip=None if clip is None else float(clip), input_forget=bool(attributes.get("input_forget", 0)),

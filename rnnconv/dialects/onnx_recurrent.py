@@ -9,7 +9,6 @@ math is the same as v7 (Ht-1 * Rz^T); we read all versions with the v7 equations
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 from typing import Optional
 
@@ -17,12 +16,17 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv import activations as act
+from rnnconv.dialects.onnx_versions import (  # noqa: F401  (the version facts, also read from here)
+    CAST_BFLOAT16_SINCE,
+    LAYOUT_SINCE,
+    MODERN_SINCE,
+    VERSIONS,
+)
 from rnnconv.errors import BadInput, RnnconvWarning, Unsupported
 from rnnconv.io import release_pages
-from rnnconv.layer import DIRECTIONS, GATE_NAMES, PEEPHOLE_GATES, Cell, Layer
+from rnnconv.layer import DIRECTIONS, GATE_NAMES, KINDS, PEEPHOLE_GATES, Cell, Layer, split_gates
 
-OPS = ("GRU", "LSTM", "RNN")
-VERSIONS = {"GRU": (1, 3, 7, 14, 22), "LSTM": (1, 7, 14, 22), "RNN": (1, 7, 14, 22)}
+OPS = KINDS  # ONNX's op types are the layer kinds' names
 # Gate order is a property of the dialect: ONNX LSTM i,o,f,c; GRU z,r,h.
 GATES = {"LSTM": ("i", "o", "f", "c"), "GRU": ("z", "r", "h"), "RNN": ("i",)}
 PEEPHOLES = ("i", "o", "f")
@@ -33,10 +37,9 @@ INPUTS = {
 }
 OUTPUTS = {"LSTM": ("Y", "Y_h", "Y_c"), "GRU": ("Y", "Y_h"), "RNN": ("Y", "Y_h")}
 WEIGHTS = ("W", "R", "B", "P")
-LAYOUT_SINCE = 14  # the opset whose GRU/LSTM/RNN versions have the `layout` attribute
-CAST_BFLOAT16_SINCE = 13  # Cast's type list holds bfloat16 from this opset on
 
 assert all(set(GATES[k]) == set(GATE_NAMES[k]) for k in OPS) and set(PEEPHOLES) == set(PEEPHOLE_GATES)
+assert set(VERSIONS) == set(OPS)
 
 
 def version_of(op_type: str, opset: int) -> int:
@@ -49,7 +52,7 @@ def version_of(op_type: str, opset: int) -> int:
 
 def attributes_at(op_type: str, version: int) -> frozenset[str]:
     names = {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size"}
-    if version < 7:
+    if version < MODERN_SINCE:
         names.add("output_sequence")
     if op_type == "GRU" and version >= 3:
         names.add("linear_before_reset")
@@ -70,7 +73,7 @@ class RecurrentNode:
     layer: Layer
     inputs: dict[str, Optional[ir.Value]]
     outputs: dict[str, Optional[ir.Value]]
-    output_sequence: Optional[int] = None  # only versions < 7 carry it
+    output_sequence: Optional[int] = None  # only versions before MODERN_SINCE carry it
     scope: str = ""  # where the node lies: "" in the main graph, else "If_0/then_branch/" or "function f/"
 
     @property
@@ -234,18 +237,16 @@ def read(node: ir.Node, opset: int, scope: str = "") -> RecurrentNode:
     for d in range(num_directions):
         cell = Cell(activations=per_direction[d])
         if constant:
-            cell.W = dict(zip(gates, np.split(arrays["W"][d], n_gates)))
-            cell.R = dict(zip(gates, np.split(arrays["R"][d], n_gates)))
+            cell.W, cell.R = split_gates(arrays["W"][d], gates), split_gates(arrays["R"][d], gates)
             if arrays["B"] is not None:
-                b = np.split(arrays["B"][d], 2 * n_gates)
-                cell.Wb, cell.Rb = dict(zip(gates, b[:n_gates])), dict(zip(gates, b[n_gates:]))
+                cell.Wb, cell.Rb = split_bias(arrays["B"][d], gates)
             else:
                 zero = np.zeros(H, dtype=arrays["W"].dtype)
                 cell.Wb = {g: zero for g in gates}
                 cell.Rb = {g: zero for g in gates}
             if op == "LSTM":
                 p = arrays["P"][d] if arrays["P"] is not None else np.zeros(3 * H, dtype=arrays["W"].dtype)
-                cell.P = dict(zip(PEEPHOLES, np.split(p, 3)))
+                cell.P = split_gates(p, PEEPHOLES)
         cells.append(cell)
 
     dtype = arrays["W"].dtype if arrays["W"] is not None else _value_dtype(inputs["X"])
@@ -255,8 +256,15 @@ def read(node: ir.Node, opset: int, scope: str = "") -> RecurrentNode:
         layout=layout, has_bias=present["B"], has_peepholes=present["P"], weights_constant=constant,
         dtype=dtype, name=node.name or "",
     )
-    output_sequence = int(_attr(node, "output_sequence", 0)) if version < 7 else None
+    output_sequence = int(_attr(node, "output_sequence", 0)) if version < MODERN_SINCE else None
     return RecurrentNode(node, op, version, layer, inputs, outputs, output_sequence, scope)
+
+
+def split_bias(B: np.ndarray, gates: tuple[str, ...]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """One direction of ONNX's B, [Wb gates, Rb gates] in `gates` order, as the Wb and Rb gate dicts (the inverse of
+    `tensors`' B)."""
+    Wb, Rb = np.split(B, 2)
+    return split_gates(Wb, gates), split_gates(Rb, gates)
 
 
 def _check_run_inputs(label, inputs, arrays, layout, num_directions, H, input_size) -> None:
@@ -312,27 +320,17 @@ def _check_run_inputs(label, inputs, arrays, layout, num_directions, H, input_si
 
 
 def _nonfinite_once(value: Optional[ir.Value], array: Optional[np.ndarray]) -> int:
-    """_count_nonfinite, once per weight: commands read a model's recurrent nodes more than once (and some load
-    the model twice), and a scan of a big model's weights costs about 0.1 s per GB."""
+    """_count_nonfinite, once per weight tensor: commands read a model's recurrent nodes more than once, and a scan
+    of a big model's weights costs about 0.1 s per GB. The count is kept on the tensor, so a model built around the
+    same tensors (a node check's model, the copy verified against, which shares the memory maps) is not scanned
+    again, and nothing outlives the loaded model."""
     tensor = None if value is None else value.const_value
     if tensor is None or array is None:
         return _count_nonfinite(array)
-    if isinstance(tensor, ir.ExternalTensor):
-        try:  # the same bytes of the same unchanged file, read through any load of the model
-            st = os.stat(tensor.path)
-        except OSError:
-            return _count_nonfinite(array)
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, tensor.offset, tensor.length, str(array.dtype))
-        if key not in _SCANNED_FILES:
-            _SCANNED_FILES[key] = _count_nonfinite(array)
-        return _SCANNED_FILES[key]
-    key = "rnnconv.nonfinite"  # kept on the tensor: a model built around the same tensors is not scanned again
+    key = "rnnconv.nonfinite"
     if key not in tensor.meta:
         tensor.meta[key] = _count_nonfinite(array)
     return tensor.meta[key]
-
-
-_SCANNED_FILES: dict[tuple, int] = {}
 
 
 def _count_nonfinite(array: Optional[np.ndarray], chunk: int = 1 << 22) -> int:
@@ -385,7 +383,7 @@ def attributes(layer: Layer, version: int, *, output_sequence: Optional[int] = N
         attrs["input_forget"] = 1
     if layer.layout:
         attrs["layout"] = layer.layout
-    if version < 7 and output_sequence:
+    if version < MODERN_SINCE and output_sequence:
         attrs["output_sequence"] = int(output_sequence)
     allowed = attributes_at(op, version)
     missing = sorted(k for k in attrs if k not in allowed)

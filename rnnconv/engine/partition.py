@@ -18,9 +18,8 @@ from typing import Mapping, Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.onnx_recurrent import version_of
+from rnnconv.dialects.onnx_recurrent import MODERN_SINCE, OPS, version_of
 
-RECURRENT = ("GRU", "LSTM", "RNN")
 ONNXRUNTIME = "onnxruntime"
 RNNCONV = "rnnconv"
 # Constant inputs of a segment up to this size go inside its model (shapes, axes, quantization parameters: some
@@ -78,9 +77,9 @@ def _reason(node: ir.Node, opsets: Mapping[str, int], functions: Mapping[tuple, 
     if any(a.is_ref() for a in node.attributes.values()):
         return "refers to a function's attributes"
     domain = _domain(node.domain)
-    if domain == "" and node.op_type in RECURRENT:
+    if domain == "" and node.op_type in OPS:
         version = version_of(node.op_type, opsets.get("", 1))
-        if version < 7:
+        if version < MODERN_SINCE:
             return f"onnxruntime has no kernel for {node.op_type}-{version}"
         layout = node.attributes.get("layout")
         if layout is not None and layout.value == 1:

@@ -1,5 +1,5 @@
-"""Files: reading and checking ONNX models (`reading`), writing every output atomically (`writing`), and
-memory-mapped weights (`mapping`).
+"""Files: reading and checking ONNX models (`reading`, with `constant_data` and `dims`), writing every output
+atomically (`writing`), and memory-mapped weights (`mapping`).
 
 Which modules may import what (tests/test_layering.py enforces it): `onnx` only rnnconv.io.reading,
 rnnconv.schemas and rnnconv.engine.reference; `onnxruntime` only rnnconv.engine.onnxruntime_runtime and

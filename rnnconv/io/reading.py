@@ -12,14 +12,14 @@ import warnings
 from pathlib import Path
 from typing import Union
 
-import numpy as np
 import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from rnnconv import schemas
+from rnnconv.errors import BadInput, IOFailure, RnnconvWarning, Unsupported, first_line
+from rnnconv.io.constant_data import inline_constant_data
 from rnnconv.io.dims import unset_minus_one
-from rnnconv.errors import BadInput, IOFailure, RnnconvWarning, Unsupported
 
 ModelSource = Union[str, os.PathLike, "onnx.ModelProto", ir.Model]
 
@@ -47,7 +47,7 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
         model = _deserialize(source, "<ModelProto>", check)
         if check:
             model.meta[FULL_CHECK] = _full_check(source, "<ModelProto>")
-        _inline_constant_data(model)
+        inline_constant_data(model)
         return model
     path = Path(source)
     if not path.exists():
@@ -80,7 +80,7 @@ def load(source: ModelSource, *, check: bool = True) -> ir.Model:
     if check:
         model.meta[FULL_CHECK] = _full_check(proto, str(path))
     ir.external_data.set_base_dir(model.graph, str(path.parent))
-    _inline_constant_data(model, path.parent)
+    inline_constant_data(model, path.parent)
     return model
 
 
@@ -260,52 +260,6 @@ def _copy_fields(src, dst, skip) -> None:
             getattr(dst, field.name).CopyFrom(value)
         else:
             setattr(dst, field.name, value)
-
-
-def _inline_constant_data(model: ir.Model, base_dir: Path | None = None) -> None:
-    """Tensors in node attributes (Constant values) read from external data are read now, from the model's
-    folder, and held in memory: every later reader (engine, runtimes, writer) then sees their bytes, never a
-    file name that a working directory could resolve to another file."""
-    containers = [model.graph, *_subgraphs(model.graph)]
-    for f in model.functions.values():
-        containers += [f, *_subgraphs(f)]
-    for nodes in containers:
-        for node in nodes:
-            for name, attr in list(node.attributes.items()):
-                if attr.is_ref():
-                    continue
-                if attr.type == ir.AttributeType.TENSOR and isinstance(attr.value, ir.ExternalTensor):
-                    node.attributes[name] = ir.AttrTensor(name, _read_external(attr.value, base_dir))
-                elif attr.type == ir.AttributeType.TENSORS and any(isinstance(t, ir.ExternalTensor)
-                                                                   for t in attr.value):
-                    node.attributes[name] = ir.AttrTensors(name, [_read_external(t, base_dir) for t in attr.value])
-
-
-def _subgraphs(nodes):
-    """Every graph in the attributes of `nodes` (a graph or a function), at any depth."""
-    for node in nodes:
-        for attr in node.attributes.values():
-            if attr.is_ref():
-                continue
-            if attr.type == ir.AttributeType.GRAPH:
-                yield attr.value
-                yield from _subgraphs(attr.value)
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for g in attr.value:
-                    yield g
-                    yield from _subgraphs(g)
-
-
-def _read_external(t, base_dir: Path | None) -> ir.Tensor:
-    if not isinstance(t, ir.ExternalTensor):
-        return t
-    if base_dir is not None:
-        t.base_dir = str(base_dir)
-    try:
-        return ir.Tensor(np.array(t.numpy(), copy=True), name=t.name, dtype=t.dtype, doc_string=t.doc_string)
-    except Exception as err:
-        raise BadInput(f"tensor {t.name!r}: cannot read its external data {os.fspath(t.location)!r} "
-                       f"({first_line(err)})") from err
 
 
 # Domains onnxruntime's own tools write without importing them (quantize_dynamic inside If bodies): version 1 is
@@ -488,11 +442,6 @@ def _checker_message(err: Exception) -> str:
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
     # The checker puts the reason first and a dump of the node after it.
     return lines[0] if lines else type(err).__name__
-
-
-def first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
 
 
 def to_proto(model: ir.Model) -> "onnx.ModelProto":

@@ -16,10 +16,9 @@ from typing import Callable, Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.errors import IOFailure, UsageError
+from rnnconv.errors import IOFailure, UsageError, first_line
 from rnnconv.io.dims import declared_minus_one
 from rnnconv.io.mapping import _copy_range
-from rnnconv.io.reading import first_line
 
 EXTERNAL_DATA_THRESHOLD = 1_800_000_000
 

@@ -1,22 +1,23 @@
 """Opset adapters: ONE registry, one line per (op, from version, to version) step, recurrent ops and the others alike
 (onnx's version-converter table, `registerAdapter("GRU", 13, 14, ...)`, is the model).
 
-An adapter edits a `NodePlan`: the node's attributes and inputs as they will be at the step's target version, plus
-the nodes and constants the step adds. It raises `NotApplicable` when its conditions do not hold (the opset pass
-then tries onnx's own adapter for that step) and `Unsupported` when nothing can express the node at the target.
-Recurrent steps follow the recurrent version chains (GRU 1, 3, 7, 14, 22; LSTM/RNN 1, 7, 14, 22); the others follow
-schema versions. A step to `None` takes an op below its first version (it replaces the node by other ops).
+An adapter edits a `NodePlan` (adapter_plan.py, beside the registry): the node's attributes and inputs as they will be
+at the step's target version, plus the nodes and constants the step adds. It raises `NotApplicable` when its conditions
+do not hold (the opset pass then tries onnx's own adapter for that step) and `Unsupported` when nothing can express the
+node at the target. Recurrent steps follow the recurrent version chains (GRU 1, 3, 7, 14, 22; LSTM/RNN 1, 7, 14, 22);
+the others follow schema versions. A step to `None` takes an op below its first version (it replaces the node by other
+ops).
 
-The other ops' steps are the table `STEPS`: each line a `Step` between adjacent schema versions whose change is
-only the type lists (every step checks the node's types against the target version's lists) plus the generic
-kinds below: a new attribute at its default (`Default`, removed going down), a new attribute with no neutral value
+The other ops' steps are the table `STEPS`: each line a `Step` between adjacent schema versions whose change is only the
+type lists (every step checks the node's types against the target version's lists) plus the generic kinds of
+adapter_kinds.py: a new attribute at its default (`Default`, removed going down), a new attribute with no neutral value
 (`Absent`), an attribute the older version requires (`Required`), a new optional input (`NewInput`), an input that
-became optional (`Fill`: the old default is supplied), an attribute that became an input (`ToAttribute`: a
-constant input goes back to the attribute), negative axes (`Negative`: normalised with the known rank).
+became optional (`Fill`: the old default is supplied), an attribute that became an input (`ToAttribute`: a constant
+input goes back to the attribute), negative axes (`Negative`: normalised with the known rank).
 tests/passes/test_adapter_table.py re-derives every line from the installed onnx's schemas. Steps the kinds cannot
-express alone carry a specific adapter (`special`). Changes the schemas do not show (If-11's branches of
-different shapes, Pad-19's mode "wrap", Resize-19's "half_pixel_symmetric", ScatterElements-18's max/min) were
-read in the ONNX changelog (Changelog.md). A step that reads a value as constant may fold the small chain of
+express alone carry a specific adapter (`special`, in adapter_specials.py). Changes the schemas do not show (If-11's
+branches of different shapes, Pad-19's mode "wrap", Resize-19's "half_pixel_symmetric", ScatterElements-18's max/min)
+were read in the ONNX changelog (Changelog.md). A step that reads a value as constant may fold the small chain of
 constant-only nodes computing it (`fold`), and says so in its `what`.
 
 Negative indices (Gather, ScatterElements, GatherElements, from opset 11): constant indices are normalised with
@@ -31,158 +32,47 @@ Changelog.md, ../shared/spec/. `python -m rnnconv.passes.adapters` prints the co
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from typing import Callable, Optional
-
-import numpy as np
-import onnx_ir as ir
-
-from rnnconv import schemas
-from rnnconv.dialects.onnx_recurrent import (
-    CAST_BFLOAT16_SINCE,
-    RecurrentNode,
-    constant_array,
-)
+from rnnconv.dialects.onnx_recurrent import CAST_BFLOAT16_SINCE, OPS
 from rnnconv.errors import Unsupported
-from rnnconv.passes.edit import Names
-
-INT64_MAX = np.iinfo(np.int64).max
-
-
-class NotApplicable(Exception):
-    """The adapter's conditions do not hold for this node (the opset pass falls back to onnx's adapter)."""
-
-
-@dataclasses.dataclass
-class Scope:
-    """What a non-recurrent step may need from the model around its node (the opset pass provides it)."""
-
-    names: Names
-    fold: Callable[[ir.Value], Optional[tuple[np.ndarray, list[ir.Node]]]]  # a constant chain's value and nodes
-    in_function: bool = False  # a model-local function: no initializers, constants are Constant nodes
-
-
-@dataclasses.dataclass
-class NodePlan:
-    """A node on its way through version steps: what it will be at `version`."""
-
-    node: ir.Node
-    version: int
-    attrs: dict[str, ir.Attr]
-    inputs: list[Optional[ir.Value]]
-    what: list[str] = dataclasses.field(default_factory=list)
-    rn: Optional[RecurrentNode] = None  # recurrent nodes: the layer as read
-    layout_to_0: bool = False  # recurrent: the node goes to layout 0 between Transposes
-    cast_to_float32: bool = False  # recurrent: the node computes in float32 between Casts
-    changed: bool = False  # attributes or inputs differ from the node's
-    # Other nodes (the opset pass sets these): the node's path for messages, the opset the step lands in (nodes
-    # the step adds must be valid there), and the model around it.
-    label: str = ""
-    opset: int = 0
-    scope: Optional[Scope] = None
-    before: list[ir.Node] = dataclasses.field(default_factory=list)  # inserted before the node
-    replacement: Optional[list[ir.Node]] = None  # nodes taking the node's place (its outputs: `outputs`)
-    outputs: Optional[list[ir.Value]] = None
-    initializers: list[ir.Value] = dataclasses.field(default_factory=list)  # new, for the main graph
-    warnings: list[str] = dataclasses.field(default_factory=list)
-    folded: list[ir.Node] = dataclasses.field(default_factory=list)  # nodes a fold read (removed once unused)
-
-    @classmethod
-    def of(cls, node: ir.Node, version: int, rn: Optional[RecurrentNode] = None) -> "NodePlan":
-        return cls(node, version, dict(node.attributes), list(node.inputs), rn=rn)
-
-    @property
-    def op(self) -> str:
-        return self.node.op_type
-
-    def attr(self, name: str, default=None):
-        a = self.attrs.get(name)
-        return default if a is None else a.value
-
-    def set(self, name: str, value) -> None:
-        self.attrs[name] = ir.convenience.convert_attribute(name, value)
-        self.changed = True
-
-    def drop(self, name: str):
-        """Remove an attribute; returns its value (None when absent)."""
-        a = self.attrs.pop(name, None)
-        self.changed = self.changed or a is not None
-        return None if a is None else a.value
-
-    def input(self, index: int) -> Optional[ir.Value]:
-        return self.inputs[index] if index < len(self.inputs) else None
-
-    def set_input(self, index: int, value: Optional[ir.Value]) -> None:
-        self.inputs.extend([None] * (index + 1 - len(self.inputs)))
-        self.inputs[index] = value
-        self.changed = True
-
-    def constant_input(self, index: int, why: str = "") -> Optional[np.ndarray]:
-        """Input `index` as an array when it is constant; a small chain of constant nodes behind it is folded
-        into a new constant (`why`: what needs it constant, for the step's `what`)."""
-        value = self.input(index)
-        array = constant_array(value)
-        if array is not None or value is None or self.scope is None:
-            return array
-        found = self.scope.fold(value)
-        if found is None:
-            return None
-        array, nodes = found
-        self.set_input(index, self.constant(array, value.name or "folded"))
-        self.folded.extend(nodes)
-        self.what.append(f"{value.name} folded from {len(nodes)} constant node(s){' (' + why + ')' if why else ''}")
-        return array
-
-    def constant(self, array: np.ndarray, hint: str) -> ir.Value:
-        """A new constant value: an initializer of the main graph (visible in every subgraph), or in a function a
-        Constant node before the node."""
-        array = np.asarray(array)
-        name = self.scope.names(hint)
-        type_, shape, tensor = ir.TensorType(ir.DataType.from_numpy(array.dtype)), ir.Shape(array.shape), ir.tensor(
-            array, name=name)
-        if self.scope.in_function:
-            value = ir.Value(name=name, type=type_, shape=shape)
-            self.before.append(ir.Node("", "Constant", [], attributes=[ir.AttrTensor("value", tensor)],
-                                       outputs=[value], name=self.scope.names(f"{hint}_constant")))
-        else:
-            value = ir.Value(name=name, type=type_, shape=shape, const_value=tensor)
-            self.initializers.append(value)
-        return value
-
-    def make(self, op: str, inputs, attributes: Optional[dict] = None, like: Optional[ir.Value] = None,
-             dtype: Optional[ir.DataType] = None, outputs: int = 1) -> ir.Node:
-        """A new node with fresh outputs (typed as `like`, or `dtype`)."""
-        base = self.node.name or self.op
-        type_ = ir.TensorType(dtype) if dtype is not None else like.type if like is not None else None
-        outs = [ir.Value(name=self.scope.names(f"{base}_{op.lower()}"), type=type_) for _ in range(outputs)]
-        attrs = [ir.convenience.convert_attribute(k, v) for k, v in (attributes or {}).items()]
-        return ir.Node("", op, list(inputs), attributes=attrs, outputs=outs, name=self.scope.names(f"{base}_{op}"))
-
-    def replace(self, nodes: list[ir.Node], outputs: list[ir.Value]) -> None:
-        """The node becomes `nodes`; `outputs` stand for its outputs, in order."""
-        self.replacement, self.outputs = nodes, outputs
-        self.changed = True
-
-    def warn(self, message: str) -> None:
-        self.warnings.append(f"{self.label}: {message}")
-
-
-Adapter = Callable[[NodePlan, int], None]  # (plan, target opset)
-ADAPTERS: dict[tuple[str, int, Optional[int]], Adapter] = {}
-WHAT: dict[tuple[str, int, Optional[int]], str] = {}  # what each registered step does (the coverage table)
-
-
-def register(op: str, frm: int, to: Optional[int], adapter: Adapter, what: Optional[str] = None) -> None:
-    if (op, frm, to) in ADAPTERS:
-        raise ValueError(f"adapter {op} {frm} -> {to} registered twice")
-    ADAPTERS[(op, frm, to)] = adapter
-    WHAT[(op, frm, to)] = what if what is not None else _first_line(adapter.__doc__)
-
-
-def _first_line(doc: Optional[str]) -> str:
-    """A docstring's first paragraph on one line, as the coverage table shows it."""
-    return " ".join((doc or "").strip().split("\n\n")[0].split()).rstrip(".")
+from rnnconv.passes.adapter_kinds import (  # noqa: F401  (the table's vocabulary, importable from here)
+    Absent,
+    Default,
+    Fill,
+    Negative,
+    NewInput,
+    Required,
+    Step,
+    ToAttribute,
+    chain,
+    step,
+)
+from rnnconv.passes.adapter_plan import (  # noqa: F401  (what the opset pass drives)
+    ADAPTERS,
+    WHAT,
+    NodePlan,
+    NotApplicable,
+    Scope,
+    register,
+)
+from rnnconv.passes.adapter_specials import (
+    constant_12_11,
+    constant_types,
+    gather_11_1,
+    gather_elements_below_11,
+    if_11_1,
+    pad_18_13,
+    pad_19_18,
+    pow_12_7,
+    quantize_13_10,
+    reduce_noop,
+    reshape_14_13,
+    resize_19_18,
+    scatter_elements_18_16,
+    scatter_elements_below_11,
+    shape_15_13,
+    softmax_13_11,
+    split_18_13,
+)
 
 
 # -- recurrent ops ----------------------------------------------------------------------------------------------
@@ -234,7 +124,7 @@ def _bfloat16_to_float32(plan: NodePlan, opset: int) -> None:
     plan.what.append("bfloat16 computed as float32 between Casts (exact inputs; outputs rounded back)")
 
 
-for _op in ("GRU", "LSTM", "RNN"):
+for _op in OPS:
     register(_op, 7, 14, _nothing, what="")
     register(_op, 14, 7, _layout_to_0)
     register(_op, 14, 22, _nothing, what="")
@@ -247,535 +137,6 @@ register("LSTM", 1, 7, _drop_output_sequence)
 register("LSTM", 7, 1, _add_output_sequence)
 register("RNN", 1, 7, _drop_output_sequence)
 register("RNN", 7, 1, _add_output_sequence)
-
-
-# -- the generic kinds of change, each going down ----------------------------------------------------------------
-
-def _values(value) -> list:
-    return [] if value is None else list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value]
-
-
-@dataclasses.dataclass(frozen=True)
-class Default:
-    """A new attribute; the node must hold its default (or leave it out), and it is removed."""
-
-    name: str
-    value: object
-
-    def down(self, plan: NodePlan, step: "Step") -> None:
-        value = plan.attr(self.name, self.value)
-        if value != self.value:
-            raise NotApplicable(f"{self.name}={value!r} exists only from version {step.newer}")
-        plan.drop(self.name)
-
-    def describe(self) -> str:
-        return f"`{self.name}={self.value!r}` removed"
-
-
-@dataclasses.dataclass(frozen=True)
-class Absent:
-    """A new attribute without a default: it must be absent, or (`each`) hold its neutral value in every entry."""
-
-    name: str
-    each: object = None
-
-    def down(self, plan: NodePlan, step: "Step") -> None:
-        if self.name not in plan.attrs:
-            return
-        if self.each is not None and all(v == self.each for v in _values(plan.attr(self.name))):
-            plan.drop(self.name)
-            return
-        raise NotApplicable(f"{self.name} exists only from version {step.newer}")
-
-    def describe(self) -> str:
-        return f"`{self.name}` must be absent" + (f" (or all {self.each})" if self.each is not None else "")
-
-
-@dataclasses.dataclass(frozen=True)
-class Required:
-    """An attribute the older version requires (the newer one has alternatives): the node must hold it."""
-
-    name: str
-
-    def down(self, plan: NodePlan, step: "Step") -> None:
-        if self.name not in plan.attrs:
-            raise NotApplicable(f"{step.op}-{step.older} needs the attribute {self.name}")
-
-    def describe(self) -> str:
-        return f"`{self.name}` must be given"
-
-
-@dataclasses.dataclass(frozen=True)
-class NewInput:
-    """A new optional input: it must be absent, or (`neutral`) a constant holding that value in every entry."""
-
-    index: int
-    name: str
-    neutral: object = None
-
-    def down(self, plan: NodePlan, step: "Step") -> None:
-        if plan.input(self.index) is None:
-            return
-        array = constant_array(plan.input(self.index)) if self.neutral is not None else None
-        if array is not None and (array == self.neutral).all():
-            plan.set_input(self.index, None)
-            return
-        raise NotApplicable(f"input {self.name} exists only from version {step.newer}")
-
-    def describe(self) -> str:
-        return f"input `{self.name}` must be absent" + (f" (or all {self.neutral})" if self.neutral is not None
-                                                        else "")
-
-
-FILLS = {"zero": "0 of the data type", "empty": "an empty tensor"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Fill:
-    """An input that became optional: when absent, the older version's default is given (`fill`, see FILLS)."""
-
-    index: int
-    name: str
-    fill: str
-
-    def down(self, plan: NodePlan, step: "Step") -> None:
-        if plan.input(self.index) is not None:
-            return
-        if self.fill == "empty":
-            array = np.zeros([0], np.float32)
-        else:
-            dtype = plan.input(0).dtype if plan.input(0) is not None else None
-            if dtype is None:
-                raise NotApplicable(f"the element type of the absent {self.name} is unknown")
-            array = np.zeros([1], dtype.numpy())
-        plan.set_input(self.index, plan.constant(array, f"{plan.node.name or plan.op}_{self.name}"))
-
-    def describe(self) -> str:
-        return f"absent `{self.name}` given as {FILLS[self.fill]}"
-
-
-@dataclasses.dataclass(frozen=True)
-class ToAttribute:
-    """An attribute that became input `index`: the constant input goes back to the attribute (absent: left out)."""
-
-    index: int
-    attribute: str
-
-    def down(self, plan: NodePlan, step: "Step") -> None:
-        if plan.input(self.index) is None:
-            return
-        array = plan.constant_input(self.index, f"{step.op}-{step.older} holds it as an attribute")
-        if array is None:
-            raise Unsupported(f"its input {self.index} is computed at run time; {step.op}-{step.older} needs it "
-                              f"constant (the attribute {self.attribute})")
-        kind = schemas.attribute_type(step.op, step.older, self.attribute)
-        if kind in ("INT", "FLOAT") and array.size != 1:
-            raise Unsupported(f"its input {self.index} holds {array.size} values; {step.op}-{step.older}'s "
-                              f"{self.attribute} holds one")
-        value = {"INTS": lambda: [int(v) for v in array.ravel()], "FLOATS": lambda: [float(v) for v in array.ravel()],
-                 "INT": lambda: int(array.ravel()[0]), "FLOAT": lambda: float(array.ravel()[0])}[kind]()
-        plan.set(self.attribute, value)
-        plan.set_input(self.index, None)
-
-    def describe(self) -> str:
-        return f"constant input {self.index} back to attribute `{self.attribute}`"
-
-
-@dataclasses.dataclass(frozen=True)
-class Negative:
-    """Negative values of attribute `name` (or of constant input `index`) are allowed from the newer version:
-    normalised with the rank of input 0 (`output_rank`: of the output, which has one dimension per value more)."""
-
-    name: str
-    index: Optional[int] = None
-    output_rank: bool = False
-
-    def down(self, plan: NodePlan, step: "Step") -> None:
-        if self.index is None:
-            values = [int(v) for v in _values(plan.attr(self.name))]
-        else:
-            if plan.input(self.index) is None:
-                return
-            array = plan.constant_input(self.index, f"negative {self.name} exist only from version {step.newer}")
-            if array is None:
-                raise Unsupported(f"its {self.name} are computed at run time and may be negative; "
-                                  f"{step.op}-{step.older} takes only non-negative ones")
-            values = [int(v) for v in array.ravel()]
-        if all(v >= 0 for v in values):
-            return
-        rank = _rank(plan.input(0))
-        if rank is None:
-            raise Unsupported(f"negative {self.name} {values} with an input of unknown rank; {step.op}-{step.older} "
-                              f"takes only non-negative ones")
-        rank += len(values) if self.output_rank else 0
-        fixed = [v + rank if v < 0 else v for v in values]
-        if self.output_rank:  # positions in the output: in increasing order, as older readers insert them
-            fixed.sort()
-        if self.index is not None:
-            plan.set_input(self.index, plan.constant(np.array(fixed, dtype=array.dtype).reshape(array.shape),
-                                                     self.name))
-        elif isinstance(plan.attr(self.name), (list, tuple)):
-            plan.set(self.name, fixed)
-        else:
-            plan.set(self.name, fixed[0])
-
-    def describe(self) -> str:
-        return f"negative `{self.name}` normalised with the rank"
-
-
-def _rank(value: Optional[ir.Value]) -> Optional[int]:
-    return None if value is None or value.shape is None else len(value.shape)
-
-
-def _static_shape(value: Optional[ir.Value]) -> Optional[tuple[int, ...]]:
-    if value is None or value.shape is None or not all(isinstance(d, int) for d in value.shape):
-        return None
-    return tuple(value.shape)
-
-
-def _type_str(type_) -> Optional[str]:
-    """An onnx_ir type as onnx's schemas write it: tensor(float), seq(tensor(int64)), optional(...)."""
-    if isinstance(type_, ir.TensorType):
-        return f"tensor({type_.dtype.name.lower()})"
-    if isinstance(type_, ir.SparseTensorType):
-        return f"sparse_tensor({type_.dtype.name.lower()})"
-    if isinstance(type_, ir.SequenceType):
-        inner = _type_str(type_.elem_type)
-        return None if inner is None else f"seq({inner})"
-    if isinstance(type_, ir.OptionalType):
-        inner = _type_str(type_.elem_type)
-        return None if inner is None else f"optional({inner})"
-    return None
-
-
-def type_problem(op: str, version: int, inputs, outputs) -> Optional[str]:
-    """Why these inputs and outputs cannot be those of `op`-`version` (an element type outside its type lists, or
-    formals sharing a type parameter with different types); None when they can. Unknown types pass."""
-    formal_ins, formal_outs = schemas.schema_formals(op, version)
-    seen: dict[str, str] = {}
-    for values, formals in ((inputs, formal_ins), (outputs, formal_outs)):
-        for i, value in enumerate(values):
-            if value is None or not formals or (i >= len(formals) and not formals[-1][2]):
-                continue
-            param, allowed, _ = formals[min(i, len(formals) - 1)]
-            t = _type_str(value.type)
-            if t is None:
-                continue
-            if t not in allowed:
-                return f"{t} is not in {op}-{version}'s type list"
-            if seen.setdefault(param, t) != t:
-                return f"{op}-{version} needs one type for {seen[param]} and {t}"
-    return None
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-    """A step between adjacent schema versions `older` and `newer` of `op`: the node's element types must be in the
-    target version's type lists, and each of `changes` is undone going down. Going up nothing else changes, but
-    for an attribute that became an input, or a change of meaning (`onnx_up`), which onnx's adapters take on.
-    `special`: a specific adapter that takes the step down, calling `generic` for the changes it leaves (its
-    docstring says what)."""
-
-    op: str
-    older: int
-    newer: int
-    changes: tuple = ()
-    special: Optional[Callable[[NodePlan, int, "Step"], None]] = None
-    onnx_up: bool = False
-
-    def up(self, plan: NodePlan, opset: int) -> None:
-        if self.onnx_up or any(isinstance(c, ToAttribute) for c in self.changes):
-            raise NotApplicable(f"onnx's adapter takes {self.op}-{self.older} up")
-        problem = type_problem(self.op, self.newer, plan.inputs, plan.node.outputs)
-        if problem:
-            raise NotApplicable(problem)
-
-    def down(self, plan: NodePlan, opset: int) -> None:
-        if self.special is not None:
-            self.special(plan, opset, self)
-        else:
-            self.generic(plan)
-
-    def generic(self, plan: NodePlan) -> None:
-        for change in self.changes:
-            change.down(plan, self)
-        problem = type_problem(self.op, self.older, plan.inputs, plan.node.outputs)
-        if problem:
-            raise NotApplicable(problem)
-
-    def describe(self) -> str:
-        parts = [c.describe() for c in self.changes]
-        if self.special is not None:
-            parts = [_first_line(self.special.__doc__)]
-        return "; ".join(p for p in parts if p)
-
-
-def step(op: str, older: int, newer: int, *changes, special=None, onnx_up: bool = False) -> Step:
-    return Step(op, older, newer, tuple(changes), special, onnx_up)
-
-
-def chain(op: str, *versions: int) -> list[Step]:
-    """Steps between consecutive versions whose only change is the type lists."""
-    return [Step(op, a, b) for a, b in zip(versions, versions[1:])]
-
-
-# -- specific adapters (each `special` of a table line, or a step to None) ----------------------------------------
-
-def reshape_14_13(plan: NodePlan, opset: int, step: Step) -> None:
-    """`allowzero` removed: exact at 0, and at 1 with a constant shape without 0; at 1 with a run-time shape, a
-    warning (a 0 in the shape then keeps the dimension: the same unless the data is empty)."""
-    if plan.drop("allowzero"):
-        shape = constant_array(plan.input(1))
-        if shape is not None and (shape == 0).any():
-            raise Unsupported("allowzero=1 with a 0 in its constant shape (an empty output) has no Reshape-13 form")
-        if shape is None:
-            plan.warn("allowzero=1 dropped (Reshape-13 reads a 0 in the shape as 'keep that dimension'): exact as "
-                      "long as no tensor it reshapes is empty")
-    step.generic(plan)
-
-
-def constant_12_11(plan: NodePlan, opset: int, step: Step) -> None:
-    """value_int(s) / value_float(s) / value_string(s) become the value tensor."""
-    for name in ("value_int", "value_ints", "value_float", "value_floats", "value_string", "value_strings"):
-        if name in plan.attrs:
-            array = constant_array(plan.node.outputs[0])
-            plan.drop(name)
-            plan.set("value", ir.tensor(array))
-    step.generic(plan)
-
-
-def constant_types(plan: NodePlan, opset: int, step: Step) -> None:
-    """a value the older Constant cannot hold (e.g. int64 below 9) becomes an initializer."""
-    try:
-        step.generic(plan)
-        return
-    except NotApplicable:
-        if plan.scope.in_function:
-            raise Unsupported(f"a function's Constant-{step.newer} value of this type has no Constant-{step.older} "
-                              f"form, and functions hold no initializers")
-    out = plan.node.outputs[0]
-    value = plan.constant(constant_array(out), out.name or "constant")
-    if out.is_graph_output():  # a graph output keeps its name on an Identity
-        identity = plan.make("Identity", [value], like=out)
-        plan.replace([identity], list(identity.outputs))
-    else:
-        plan.replace([], [value])
-    plan.what.append(f"its {out.dtype.name.lower()} value becomes an initializer (Constant-{step.older} cannot "
-                     f"hold it)")
-
-
-def _non_negative_indices(plan: NodePlan, index: int, axis: int, newer: int) -> None:
-    """Negative indices exist from version `newer`: constant ones are normalised with the static dimension, run-time
-    ones are converted with a warning."""
-    indices = constant_array(plan.input(index))
-    if indices is None:
-        plan.warn(f"indices computed at run time are assumed never negative (negative indices exist from "
-                  f"{plan.op}-{newer})")
-        return
-    if not (indices < 0).any():
-        return
-    shape = plan.input(0).shape if plan.input(0) is not None else None
-    rank = None if shape is None else len(shape)
-    size = None if rank is None else shape[axis + rank if axis < 0 else axis]
-    if not isinstance(size, int):
-        raise Unsupported(f"negative constant indices into a dimension of unknown size; they exist only from "
-                          f"{plan.op}-{newer}")
-    plan.set_input(index, plan.constant(np.where(indices < 0, indices + size, indices).astype(indices.dtype),
-                                        "indices"))
-
-
-def gather_11_1(plan: NodePlan, opset: int, step: Step) -> None:
-    """negative constant indices normalised; run-time ones assumed non-negative (warning)."""
-    _non_negative_indices(plan, 1, plan.attr("axis", 0), step.newer)
-    step.generic(plan)
-
-
-def scatter_elements_below_11(plan: NodePlan, opset: int) -> None:
-    """Scatter-9 (the same op before it was renamed); negative indices as Gather's."""
-    if schemas.schema_since_version("Scatter", plan.opset) is None:
-        raise Unsupported("Scatter, its older name, exists only from opset 9")
-    _non_negative_indices(plan, 1, plan.attr("axis", 0), 11)
-    node = plan.make("Scatter", plan.inputs, {k: a.value for k, a in plan.attrs.items()}, like=plan.node.outputs[0])
-    plan.replace([node], list(node.outputs))
-
-
-def gather_elements_below_11(plan: NodePlan, opset: int) -> None:
-    """constant indices into data of static shape: a Gather of the flattened data at the flat indices."""
-    data, indices = plan.input(0), constant_array(plan.input(1))
-    shape = _static_shape(data)
-    if indices is None or shape is None:
-        raise Unsupported("below opset 11 it needs constant indices and data of static shape (it is a Gather of "
-                          "the flattened data then)")
-    axis = plan.attr("axis", 0) % len(shape)
-    coords = list(np.indices(indices.shape))
-    coords[axis] = np.where(indices < 0, indices + shape[axis], indices)
-    flat = np.ravel_multi_index(tuple(coords), shape).astype(np.int64)
-    reshape = plan.make("Reshape", [data, plan.constant(np.array([-1], np.int64), "flat_shape")], like=data)
-    gather = plan.make("Gather", [reshape.outputs[0], plan.constant(flat, "flat_indices")], {"axis": 0},
-                       like=plan.node.outputs[0])
-    plan.replace([reshape, gather], list(gather.outputs))
-
-
-def scatter_elements_18_16(plan: NodePlan, opset: int, step: Step) -> None:
-    """reduction "max" / "min" refused (they exist from version 18)."""
-    if plan.attr("reduction", "none") in ("max", "min"):
-        raise Unsupported(f"reduction={plan.attr('reduction')!r} exists only from ScatterElements-18")
-    step.generic(plan)
-
-
-def pad_18_13(plan: NodePlan, opset: int, step: Step) -> None:
-    """constant axes: pads spread over every axis (0 elsewhere)."""
-    if plan.input(3) is not None:
-        axes, pads, rank = constant_array(plan.input(3)), plan.constant_input(1), _rank(plan.input(0))
-        if axes is None or pads is None or rank is None:
-            raise Unsupported("Pad-13 has no axes input: it needs constant axes and pads and a known rank")
-        full = np.zeros(2 * rank, np.int64)
-        for j, a in enumerate(int(a) % rank for a in axes.ravel()):
-            full[a], full[a + rank] = pads[j], pads[j + len(axes)]
-        plan.set_input(1, plan.constant(full, "pads"))
-        plan.set_input(3, None)
-    step.generic(plan)
-
-
-def pad_19_18(plan: NodePlan, opset: int, step: Step) -> None:
-    """mode "wrap" refused (it exists from version 19)."""
-    if plan.attr("mode", "constant") == "wrap":
-        raise Unsupported("mode 'wrap' exists only from Pad-19")
-    step.generic(plan)
-
-
-def pow_12_7(plan: NodePlan, opset: int, step: Step) -> None:
-    """an exponent of another type than the base: a constant one re-typed (when exact), a run-time one Cast
-    (warning)."""
-    x, y = plan.input(0), plan.input(1)
-    if x is not None and y is not None and x.dtype is not None and y.dtype is not None and x.dtype != y.dtype:
-        exponent = constant_array(y)
-        if exponent is not None:
-            cast = exponent.astype(x.dtype.numpy())
-            if not np.array_equal(cast.astype(exponent.dtype), exponent):
-                raise Unsupported(f"its exponent does not survive a cast to {x.dtype.name.lower()} (Pow-7 needs "
-                                  f"one type)")
-            plan.set_input(1, plan.constant(cast, y.name or "exponent"))
-        else:
-            node = plan.make("Cast", [y], {"to": x.dtype.value}, dtype=x.dtype)
-            plan.before.append(node)
-            plan.set_input(1, node.outputs[0])
-            plan.warn(f"run-time exponent cast from {y.dtype.name.lower()} to {x.dtype.name.lower()} (Pow-7 needs "
-                      f"one type): exact for integer exponents below 2**24")
-    step.generic(plan)
-
-
-def split_18_13(plan: NodePlan, opset: int, step: Step) -> None:
-    """num_outputs: an even split needs nothing, an uneven one (static dimension) gets explicit sizes."""
-    n = plan.drop("num_outputs")
-    if n is not None and plan.input(1) is None:
-        shape = plan.input(0).shape if plan.input(0) is not None else None
-        axis = plan.attr("axis", 0)
-        size = None if shape is None else shape[axis % len(shape)]
-        if not isinstance(size, int):
-            raise Unsupported("num_outputs over a dimension of unknown size (Split-13 splits evenly or by sizes)")
-        if size % n:
-            chunk = math.ceil(size / n)
-            sizes = [chunk] * (n - 1) + [size - chunk * (n - 1)]
-            plan.set_input(1, plan.constant(np.array(sizes, np.int64), "split"))
-    step.generic(plan)
-
-
-def reduce_noop(plan: NodePlan, opset: int, step: Step) -> None:
-    """constant `axes` input back to the attribute; `noop_with_empty_axes` removed (at 1 without axes: an
-    Identity)."""
-    if plan.attr("noop_with_empty_axes", 0):
-        axes = plan.constant_input(1, "axes are an attribute below")
-        if plan.input(1) is None or (axes is not None and axes.size == 0):
-            identity = plan.make("Identity", [plan.input(0)], like=plan.node.outputs[0])
-            plan.replace([identity], list(identity.outputs))
-            return
-        plan.drop("noop_with_empty_axes")
-    step.generic(plan)
-
-
-def shape_15_13(plan: NodePlan, opset: int, step: Step) -> None:
-    """start / end: Shape then Slice."""
-    start, end = plan.drop("start") or 0, plan.drop("end")
-    if start or end is not None:
-        shape = plan.make("Shape", [plan.input(0)], dtype=ir.DataType.INT64)
-        bounds = [plan.constant(np.array([v], np.int64), n)
-                  for v, n in ((start, "start"), (INT64_MAX if end is None else end, "end"), (0, "axes"))]
-        sliced = plan.make("Slice", [shape.outputs[0], *bounds], like=plan.node.outputs[0])
-        plan.replace([shape, sliced], list(sliced.outputs))
-        return
-    step.generic(plan)
-
-
-def softmax_13_11(plan: NodePlan, opset: int, step: Step) -> None:
-    """one axis (13) against a 2-D coercion at axis (11): the same for the last axis, another axis is moved last
-    by Transposes around the node."""
-    axis = plan.attr("axis", -1)
-    rank = _rank(plan.input(0))
-    if axis != -1 and rank is None:
-        raise Unsupported(f"axis={axis} of an input of unknown rank: {plan.op}-11 normalises over the last axes")
-    if axis in (-1, (rank or 0) - 1):
-        plan.set("axis", -1)
-        step.generic(plan)
-        return
-    axis %= rank
-    perm = list(range(rank))
-    perm[axis], perm[-1] = perm[-1], perm[axis]
-    before = plan.make("Transpose", [plan.input(0)], {"perm": perm}, like=plan.input(0))
-    node = plan.make(plan.op, before.outputs, {"axis": -1}, like=plan.node.outputs[0])
-    after = plan.make("Transpose", node.outputs, {"perm": perm}, like=plan.node.outputs[0])
-    plan.replace([before, node, after], list(after.outputs))
-
-
-def resize_19_18(plan: NodePlan, opset: int, step: Step) -> None:
-    """coordinate_transformation_mode "half_pixel_symmetric" refused (it exists from version 19)."""
-    if plan.attr("coordinate_transformation_mode") == "half_pixel_symmetric":
-        raise Unsupported("coordinate_transformation_mode 'half_pixel_symmetric' exists only from Resize-19")
-    step.generic(plan)
-
-
-def if_11_1(plan: NodePlan, opset: int, step: Step) -> None:
-    """branches whose outputs differ in shape refused (If-1 needs one shape)."""
-    def shapes(graph):
-        return [None if o.shape is None else [d if isinstance(d, int) else None for d in o.shape]
-                for o in graph.outputs]
-
-    for i, (a, b) in enumerate(zip(shapes(plan.attr("then_branch")), shapes(plan.attr("else_branch")))):
-        if a is not None and b is not None and (len(a) != len(b) or any(
-                x is not None and y is not None and x != y for x, y in zip(a, b))):
-            raise Unsupported(f"its branches give output {i} the shapes {a} and {b}; If-1 needs one shape (branches "
-                              f"of different shapes exist from If-11)")
-    step.generic(plan)
-
-
-def quantize_13_10(plan: NodePlan, opset: int, step: Step) -> None:
-    """per-tensor only: a scalar (or one-value) scale and zero point; per-axis refused (`axis` exists from version
-    13)."""
-    plan.drop("axis")  # read only for a 1-D scale
-    for index, name in ((1, "scale"), (2, "zero point")):
-        value = plan.input(index)
-        if value is None:
-            continue
-        shape = None if value.shape is None else list(value.shape)
-        if shape == []:
-            continue
-        size = None if shape is None or not all(isinstance(d, int) for d in shape) else int(np.prod(shape))
-        if size is None:
-            raise Unsupported(f"its {name} has an unknown shape; {step.op}-{step.older} takes a scalar {name} only "
-                              f"(per-axis quantization exists from {step.op}-{step.newer})")
-        if size != 1:
-            raise Unsupported(f"per-axis quantization ({name} of shape {shape}) exists only from "
-                              f"{step.op}-{step.newer}; {step.op}-{step.older} takes one scale and zero point per "
-                              f"tensor (keep opset {step.newer} or higher)")
-        array = constant_array(value)
-        if array is not None:
-            plan.set_input(index, plan.constant(array.reshape(()), value.name or name.replace(" ", "_")))
-        else:
-            reshape = plan.make("Reshape", [value, plan.constant(np.zeros([0], np.int64), "scalar_shape")],
-                                like=value)
-            plan.before.append(reshape)
-            plan.set_input(index, reshape.outputs[0])
-    step.generic(plan)
 
 
 # -- the table: every step of the other ops (checked against the schemas by tests/passes/test_adapter_table.py) --

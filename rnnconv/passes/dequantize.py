@@ -15,11 +15,11 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from rnnconv.dialects import onnx_quantized
-from rnnconv.dialects.onnx_recurrent import INPUTS, walk
+from rnnconv.dialects.onnx_recurrent import INPUTS, MODERN_SINCE, walk
 from rnnconv.passes.base import PassResult, Rewrite, RewritePass, refuse
 from rnnconv.passes.edit import Names
 
-LSTM_SINCE = 7  # LSTM-7: no output_sequence, the inputs and outputs DynamicQuantizeLSTM copies
+LSTM_SINCE = MODERN_SINCE  # LSTM-7: no output_sequence, the inputs and outputs DynamicQuantizeLSTM copies
 
 
 class DequantizePass(RewritePass):

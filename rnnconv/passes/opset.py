@@ -23,6 +23,7 @@ import onnx_ir as ir
 from rnnconv import schemas
 from rnnconv.dialects.onnx_recurrent import (
     INPUTS,
+    MODERN_SINCE,
     OPS,
     OUTPUTS,
     VERSIONS,
@@ -114,13 +115,13 @@ def build(p: NodePlan, names: Names, opset: int) -> Rewrite:
     outs = []
     out_names = OUTPUTS[rn.op]
     n_out = len(old.outputs)
-    if p.version < 7 and (n_out < 2 or not (old.outputs[1] is not None and old.outputs[1].name)):
+    if p.version < MODERN_SINCE and (n_out < 2 or not (old.outputs[1] is not None and old.outputs[1].name)):
         n_out = max(n_out, 2)  # Y_h is required in version 1: give it a name
     for i in range(n_out):
         o = old.outputs[i] if i < len(old.outputs) else None
         if o is not None and o.name:
             outs.append(ir.Value(name=names(o.name + f"_v{p.version}")))
-        elif out_names[i] == "Y_h" and p.version < 7:
+        elif out_names[i] == "Y_h" and p.version < MODERN_SINCE:
             outs.append(ir.Value(name=names(f"{rn.name}_Y_h")))
         else:
             outs.append(ir.Value(name=""))

@@ -14,6 +14,20 @@ import onnx_ir as ir
 
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.passes import edit
+from rnnconv.passes.transpose_match import (
+    all_sliced_then_transposed,
+    constant_expanded,
+    is_fill,
+    is_slice,
+    is_transpose,
+    one_element,
+    perm_of,
+    permuted,
+    reshape_groups,
+    shape_cone,
+    shape_gathers,
+    tokens,
+)
 from rnnconv.passes.base import Pass, PassResult
 
 BATCH_FIRST_X = (1, 0, 2)
@@ -76,9 +90,9 @@ class _Folder:
         while changed and rounds < MAX_ROUNDS:
             changed, rounds = False, rounds + 1
             for node in list(self.graph):
-                if node.graph is not self.graph or not _is_transpose(node) or not self._in_scope(node):
+                if node.graph is not self.graph or not is_transpose(node) or not self._in_scope(node):
                     continue
-                if _perm(node) is None:
+                if perm_of(node) is None:
                     continue
                 for rule in (self._identity, self._duplicate, self._merge, self._constant, self._constant_of_shape,
                              self._sink, self._hoist, self._concat, self._shapes_only):
@@ -103,7 +117,7 @@ class _Folder:
 
     def _identity(self, t: ir.Node) -> bool:
         """Case 1."""
-        perm = _perm(t)
+        perm = perm_of(t)
         if perm != tuple(range(len(perm))):
             return False
         return self._bypass(t, t.inputs[0])
@@ -112,9 +126,9 @@ class _Folder:
         """Case 2."""
         x = t.inputs[0]
         inner = x.producer()
-        if inner is None or not _is_transpose(inner) or _perm(inner) is None or len(_perm(inner)) != len(_perm(t)):
+        if inner is None or not is_transpose(inner) or perm_of(inner) is None or len(perm_of(inner)) != len(perm_of(t)):
             return False
-        p1, p2 = _perm(inner), _perm(t)
+        p1, p2 = perm_of(inner), perm_of(t)
         composed = tuple(p1[j] for j in p2)
         t.replace_input_with(0, inner.inputs[0])
         t.attributes["perm"] = ir.AttrInt64s("perm", list(composed))
@@ -126,9 +140,9 @@ class _Folder:
         """Case 3."""
         x, y = t.inputs[0], t.outputs[0]
         array = onnx_recurrent.constant_array(x)
-        if array is None or y.is_graph_output() or array.ndim != len(_perm(t)):
+        if array is None or y.is_graph_output() or array.ndim != len(perm_of(t)):
             return False
-        value = self._initializer(np.ascontiguousarray(np.transpose(array, _perm(t))), f"{x.name}_transposed")
+        value = self._initializer(np.ascontiguousarray(np.transpose(array, perm_of(t))), f"{x.name}_transposed")
         y.replace_all_uses_with(value)
         self._remove_dead(t)
         return True
@@ -138,9 +152,9 @@ class _Folder:
         of a constant c of the Transpose's rank with c transposed too (broadcasting goes axis by axis)."""
         x, y = t.inputs[0], t.outputs[0]
         fill = x.producer()
-        perm = _perm(t)
-        expanded = _constant_expanded(fill, len(perm))
-        if y.is_graph_output() or not (_is_fill(fill) or expanded is not None):
+        perm = perm_of(t)
+        expanded = constant_expanded(fill, len(perm))
+        if y.is_graph_output() or not (is_fill(fill) or expanded is not None):
             return False
         shape_value = fill.inputs[-1]
         shape = onnx_recurrent.constant_array(shape_value)
@@ -153,14 +167,14 @@ class _Folder:
             concat = shape_value.producer()
             if concat is None or concat.op_type != "Concat" or len(concat.inputs) != len(perm):
                 return False
-            if not all(_one_element(v) for v in concat.inputs):
+            if not all(one_element(v) for v in concat.inputs):
                 return False
             new_shape = ir.Value(name=self.names(f"{shape_value.name}_transposed"), type=shape_value.type,
                                  shape=shape_value.shape)
             new_nodes.append(ir.Node("", "Concat", [concat.inputs[p] for p in perm], outputs=[new_shape],
                                      attributes=list(concat.attributes.values()),
                                      name=self.names(f"{concat.name or 'Concat'}_transposed")))
-        out = ir.Value(name=self.names(f"{x.name}_transposed"), type=y.type or x.type, shape=_permuted(x.shape, perm))
+        out = ir.Value(name=self.names(f"{x.name}_transposed"), type=y.type or x.type, shape=permuted(x.shape, perm))
         data = list(fill.inputs[:-1])
         if expanded is not None and expanded.ndim:
             data = [self._initializer(np.ascontiguousarray(np.transpose(expanded, perm)),
@@ -177,14 +191,14 @@ class _Folder:
     def _hoist(self, t: ir.Node) -> bool:
         """Case 7: Transpose(Slice(x)) becomes Slice(Transpose(x)) when case 4 then folds it (x a fill) or when
         every Slice of x is transposed the same way (case 5 then leaves one Transpose of x)."""
-        x, perm = t.inputs[0], _perm(t)
+        x, perm = t.inputs[0], perm_of(t)
         sl = x.producer()
-        if not _is_slice(sl) or len(x.consumers()) != 1 or x.is_graph_output():
+        if not is_slice(sl) or len(x.consumers()) != 1 or x.is_graph_output():
             return False
         data = sl.inputs[0]
         # a lone Slice of a plain value: moving the Transpose up would gain nothing
-        shared = len(data.consumers()) > 1 and _all_sliced_then_transposed(data, perm)
-        if not _is_fill(data.producer()) and not shared:
+        shared = len(data.consumers()) > 1 and all_sliced_then_transposed(data, perm)
+        if not is_fill(data.producer()) and not shared:
             return False
         axes = onnx_recurrent.constant_array(sl.inputs[3])
         inverse = [perm.index(a) for a in range(len(perm))]
@@ -203,14 +217,14 @@ class _Folder:
 
     def _concat(self, t: ir.Node) -> bool:
         """Case 8: Concat of Transposes with one perm becomes one Transpose of the Concat (on the mapped axis)."""
-        y, perm = t.outputs[0], _perm(t)
+        y, perm = t.outputs[0], perm_of(t)
         users = list(y.consumers())
         if y.is_graph_output() or len(users) != 1 or users[0].op_type != "Concat" \
                 or users[0].domain not in ("", "ai.onnx"):
             return False
         concat = users[0]
         parts = [v.producer() for v in concat.inputs]
-        if len(parts) < 2 or any(p is None or not _is_transpose(p) or _perm(p) != perm or len(p.outputs[0].uses()) != 1
+        if len(parts) < 2 or any(p is None or not is_transpose(p) or perm_of(p) != perm or len(p.outputs[0].uses()) != 1
                                  or p.outputs[0].is_graph_output() for p in parts):
             return False
         axis = int(concat.attributes["axis"].value) % len(perm)
@@ -235,10 +249,10 @@ class _Folder:
 
     def _duplicate(self, t: ir.Node) -> bool:
         """Case 5: the other Transposes of the same value with the same perm hand their users to `t`."""
-        x, perm = t.inputs[0], _perm(t)
+        x, perm = t.inputs[0], perm_of(t)
         done = False
         for other in list(x.consumers()):
-            if other is t or not _is_transpose(other) or other.graph is not self.graph or _perm(other) != perm:
+            if other is t or not is_transpose(other) or other.graph is not self.graph or perm_of(other) != perm:
                 continue
             if other.outputs[0].is_graph_output():
                 continue
@@ -254,13 +268,13 @@ class _Folder:
         if y.is_graph_output() or len(users) != 1 or users[0].inputs[0] is not y:
             return False
         u = users[0]
-        shape_cone = _shape_cone(u)
-        if any(n is not u and n not in shape_cone for n in y.consumers()):
+        cone = shape_cone(u)
+        if any(n is not u and n not in cone for n in y.consumers()):
             return False
         z = u.outputs[0]
         self._shape_after_transpose(z)
         after = list(z.consumers())
-        if z.is_graph_output() or not after or not all(_is_transpose(n) for n in after):
+        if z.is_graph_output() or not after or not all(is_transpose(n) for n in after):
             return False
         moved = self._sink_squeeze(t, u) if u.op_type == "Squeeze" else self._sink_reshape(t, u)
         if moved is None:
@@ -277,21 +291,21 @@ class _Folder:
         """Case 9: Shape(z) read only by Gathers of constant indices, where a Transpose also reads z, reads that
         Transpose's output with the indices permuted, so that z feeds Transposes only (the legacy exporter reads
         the batch size off each layer's input for the next layer's zero initial state)."""
-        q = next((n for n in z.consumers() if _is_transpose(n) and _perm(n) is not None), None)
+        q = next((n for n in z.consumers() if is_transpose(n) and perm_of(n) is not None), None)
         if q is None:
             return
-        for shape in [n for n in z.consumers() if _shape_gathers(n) is not None]:
-            self._regather(shape, q.outputs[0], np.argsort(_perm(q)))
+        for shape in [n for n in z.consumers() if shape_gathers(n) is not None]:
+            self._regather(shape, q.outputs[0], np.argsort(perm_of(q)))
 
     def _shapes_only(self, t: ir.Node) -> bool:
         """Case 10: a Transpose read only by Shapes that Gathers of constant indices read: the Shapes read its
         input, the indices permuted."""
         y = t.outputs[0]
         users = list(y.consumers())
-        if y.is_graph_output() or not users or any(_shape_gathers(n) is None for n in users):
+        if y.is_graph_output() or not users or any(shape_gathers(n) is None for n in users):
             return False
         for shape in users:
-            self._regather(shape, t.inputs[0], np.asarray(_perm(t)))
+            self._regather(shape, t.inputs[0], np.asarray(perm_of(t)))
         self._remove_dead(t)
         return True
 
@@ -306,7 +320,7 @@ class _Folder:
 
     def _regather(self, shape: ir.Node, source: ir.Value, index_map: np.ndarray) -> None:
         """`shape` reads `source`; each Gather of its output takes index i as index_map[i]."""
-        for g in _shape_gathers(shape):
+        for g in shape_gathers(shape):
             indices = onnx_recurrent.constant_array(g.inputs[1])
             mapped = index_map[indices.astype(np.int64) % len(index_map)].astype(indices.dtype)
             old = g.inputs[1]
@@ -318,7 +332,7 @@ class _Folder:
     # ---- case 6 per op -----------------------------------------------------------------------------------
 
     def _sink_squeeze(self, t: ir.Node, u: ir.Node):
-        perm = _perm(t)
+        perm = perm_of(t)
         rank = len(perm)
         if len(u.inputs) > 1 and u.inputs[1] is not None:
             axes = onnx_recurrent.constant_array(u.inputs[1])
@@ -346,7 +360,7 @@ class _Folder:
         return [new_u, self._transpose(mid, new_perm, u.outputs[0])]
 
     def _sink_reshape(self, t: ir.Node, u: ir.Node):
-        perm = _perm(t)
+        perm = perm_of(t)
         x, y, z = t.inputs[0], t.outputs[0], u.outputs[0]
         allowzero = int(u.attributes["allowzero"].value) if "allowzero" in u.attributes else 0
         # Below opset 5 Reshape holds its shape as an attribute, not as a second input.
@@ -355,7 +369,7 @@ class _Folder:
             spec = np.array(u.attributes["shape"].value, dtype=np.int64) if "shape" in u.attributes else None
         else:
             spec = onnx_recurrent.constant_array(u.inputs[1])
-        groups = _reshape_groups(_tokens(y.shape, len(perm)), z.shape, spec, allowzero)
+        groups = reshape_groups(tokens(y.shape, len(perm)), z.shape, spec, allowzero)
         if groups is None:
             return None
         x_dims = list(x.shape) if x.shape is not None else [None] * len(perm)
@@ -372,7 +386,7 @@ class _Folder:
             # A merged group is not contiguous in the untransposed tensor: first a Transpose that brings each
             # group together, in the order the Transposes below the Reshape read them, so that what moves below
             # cancels them ([T,D,N,H] -> [N,T,D,H] -> [N,T,D*H] -> [T,N,D*H] becomes one Transpose to [T,N,D,H]).
-            wanted = {_perm(n) for n in z.consumers()}
+            wanted = {perm_of(n) for n in z.consumers()}
             if len(wanted) != 1 or None in wanted or len(next(iter(wanted))) != len(original):
                 return None
             reads = next(iter(wanted))  # the groups in the order the Transposes below read them
@@ -468,156 +482,3 @@ class _Folder:
             for v in inputs:  # an initializer nothing reads any more (never one that is also a graph input)
                 if v.is_initializer() and not v.uses() and not v.is_graph_input() and not v.is_graph_output():
                     self.graph.initializers.pop(v.name, None)
-
-
-def _shape_cone(u: ir.Node) -> set:
-    """Nodes that only compute u's shape/axes input (dynamo exports read Reshape's shape off its own input)."""
-    if len(u.inputs) < 2 or u.inputs[1] is None:
-        return set()
-    cone, stack = set(), [u.inputs[1].producer()]
-    while stack:
-        n = stack.pop()
-        if n is None or n in cone:
-            continue
-        cone.add(n)
-        stack.extend(v.producer() for v in n.inputs if v is not None)
-    # keep only nodes whose every output is read by the cone or by u alone
-    changed = True
-    while changed:
-        changed = False
-        for n in list(cone):
-            if any(o.is_graph_output() or any(c is not u and c not in cone for c in o.consumers()) for o in n.outputs):
-                cone.discard(n)
-                changed = True
-    return cone
-
-
-def _one_element(v: Optional[ir.Value]) -> bool:
-    if v is None:
-        return False
-    if v.shape is not None:
-        return tuple(v.shape) == (1,)
-    array = onnx_recurrent.constant_array(v)
-    return array is not None and array.shape == (1,)
-
-
-def _is_slice(node: Optional[ir.Node]) -> bool:
-    return (node is not None and node.op_type == "Slice" and node.domain in ("", "ai.onnx") and len(node.inputs) >= 4
-            and node.inputs[3] is not None and onnx_recurrent.constant_array(node.inputs[3]) is not None)
-
-
-def _all_sliced_then_transposed(data: ir.Value, perm: tuple) -> bool:
-    """Every reader of `data` is a Slice (constant axes) read only by one Transpose with `perm`, or that Transpose."""
-    for sl in data.consumers():
-        if _is_transpose(sl) and _perm(sl) == perm:
-            continue
-        if not _is_slice(sl) or sl.inputs[0] is not data or sl.outputs[0].is_graph_output():
-            return False
-        users = list(sl.outputs[0].consumers())
-        if len(users) != 1 or not _is_transpose(users[0]) or _perm(users[0]) != perm:
-            return False
-    return not data.is_graph_output()
-
-
-def _is_fill(node: Optional[ir.Node]) -> bool:
-    """ConstantOfShape, or Expand of a scalar: a tensor whose every element is the same, shaped by one input."""
-    if node is None or node.domain not in ("", "ai.onnx"):
-        return False
-    if node.op_type == "ConstantOfShape":
-        return True
-    if node.op_type == "Expand" and len(node.inputs) == 2 and node.inputs[0] is not None:
-        v = node.inputs[0]
-        return v.shape is not None and len(v.shape) == 0
-    return False
-
-
-def _shape_gathers(node: ir.Node) -> Optional[list[ir.Node]]:
-    """The readers of a Shape node (whole shape) when all are Gathers of constant indices on axis 0; else None."""
-    if node.op_type != "Shape" or node.domain not in ("", "ai.onnx") or "start" in node.attributes or \
-            "end" in node.attributes or node.outputs[0].is_graph_output():
-        return None
-    gathers = list(node.outputs[0].consumers())
-    ok = gathers and all(g.op_type == "Gather" and g.inputs[0] is node.outputs[0] and len(g.inputs) == 2
-                         and onnx_recurrent.constant_array(g.inputs[1]) is not None
-                         and int(g.attributes["axis"].value if "axis" in g.attributes else 0) == 0 for g in gathers)
-    return gathers if ok else None
-
-
-def _constant_expanded(node: Optional[ir.Node], rank: int) -> Optional[np.ndarray]:
-    """The constant an Expand node broadcasts, when it has rank `rank` (or none: a scalar); else None."""
-    if node is None or node.op_type != "Expand" or node.domain not in ("", "ai.onnx") or len(node.inputs) != 2:
-        return None
-    c = onnx_recurrent.constant_array(node.inputs[0])
-    return c if c is not None and c.ndim in (0, rank) else None
-
-
-def _is_transpose(node: ir.Node) -> bool:
-    return node.op_type == "Transpose" and node.domain in ("", "ai.onnx")
-
-
-def _perm(node: ir.Node) -> Optional[tuple]:
-    attr = node.attributes.get("perm")
-    if attr is not None:
-        return tuple(int(p) for p in attr.value)
-    x = node.inputs[0]
-    if x is not None and x.shape is not None:
-        return tuple(reversed(range(len(x.shape))))  # no perm: reverse the axes
-    return None
-
-
-def _permuted(shape: Optional[ir.Shape], perm: Sequence[int]) -> Optional[ir.Shape]:
-    return None if shape is None or len(shape) != len(perm) else ir.Shape([shape[p] for p in perm])
-
-
-def _tokens(shape: Optional[ir.Shape], rank: int) -> list:
-    """Dims to compare: ints and symbol names compare by value; unknown dims only equal themselves."""
-    if shape is None or len(shape) != rank:
-        return [object() for _ in range(rank)]
-    out = []
-    for d in shape:
-        if isinstance(d, int):
-            out.append(d)
-        elif getattr(d, "value", None) is not None:
-            out.append(str(d.value))
-        else:
-            out.append(object())
-    return out
-
-
-def _reshape_groups(in_tokens: list, out_shape: Optional[ir.Shape], spec: Optional[np.ndarray],
-                    allowzero: int) -> Optional[list[tuple]]:
-    """The input axes each output axis of a Reshape is made of, when a row-major reading makes it certain."""
-    if spec is not None and spec.ndim == 1:
-        out_tokens = []
-        for i, s in enumerate(int(v) for v in spec):
-            if s == 0 and not allowzero:
-                if i >= len(in_tokens):
-                    return None
-                out_tokens.append(in_tokens[i])
-            elif s > 0:
-                out_tokens.append(s)
-            else:
-                out_tokens.append(object())
-    elif out_shape is not None:
-        out_tokens = _tokens(out_shape, len(out_shape))
-    else:
-        return None
-    n_in, n_out = len(in_tokens), len(out_tokens)
-    head = 0
-    while head < min(n_in, n_out) and _same(in_tokens[head], out_tokens[head]):
-        head += 1
-    tail = 0
-    while tail < min(n_in, n_out) - head and _same(in_tokens[n_in - 1 - tail], out_tokens[n_out - 1 - tail]):
-        tail += 1
-    mid_in, mid_out = n_in - head - tail, n_out - head - tail
-    if mid_out == 0 and all(tok == 1 for tok in in_tokens[head:n_in - tail]):
-        middle = []  # only axes of size 1 dropped (none when mid_in is 0)
-    elif mid_out == 1 and mid_in >= 1:
-        middle = [tuple(range(head, head + mid_in))]
-    else:
-        return None
-    return ([(i,) for i in range(head)] + middle + [(n_in - tail + i,) for i in range(tail)])
-
-
-def _same(a, b) -> bool:
-    return a is b or (type(a) in (int, str) and type(a) is type(b) and a == b)

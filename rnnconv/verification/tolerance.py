@@ -13,9 +13,8 @@ A value given for one output (`NAME=X`) beats a value given for all (`X`), which
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Iterable, Mapping, Optional, Union
-
-import numpy as np
 
 from rnnconv.errors import UsageError
 from rnnconv.verification import ALL_OUTPUTS
@@ -44,8 +43,12 @@ Tolerance = Union[None, float, Mapping[str, float]]
 def _name(dtype) -> Optional[str]:
     if dtype is None:
         return None
+    if isinstance(dtype, str):
+        return dtype
+    import numpy as np  # here: the command-line help quotes this module's tables before numpy may load
+
     try:
-        return dtype if isinstance(dtype, str) else np.dtype(dtype).name
+        return np.dtype(dtype).name
     except TypeError:
         return None
 
@@ -92,7 +95,7 @@ class Tolerances:
         kind = least_precise(*dtypes, "float16" if self.fp16_weights else None,
                              "dequantized" if self.dequantized else None)
         a, r = TOLERANCES[kind]
-        scaled = SCALED[kind] * float(magnitude) if np.isfinite(magnitude) else 0.0
+        scaled = SCALED[kind] * float(magnitude) if math.isfinite(magnitude) else 0.0
         atol, rtol = _pick(name, self.atol, a + scaled), _pick(name, self.rtol, r)
         given = [what for what, t in (("atol", self.atol), ("rtol", self.rtol)) if _given(name, t)]
         why = f"{kind} default" + (f", atol {a:g} + {SCALED[kind]:g} x max |ref| {magnitude:.3g}"

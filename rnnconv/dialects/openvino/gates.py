@@ -17,7 +17,7 @@ import numpy as np
 from rnnconv.activations import Activation
 from rnnconv.dialects.openvino.graph import Pieces
 from rnnconv.errors import Unsupported
-from rnnconv.layer import Cell, Layer
+from rnnconv.layer import Cell, Layer, split_gates
 
 ORDER = {"LSTM": ("f", "i", "c", "o"), "GRU": ("z", "r", "h"), "RNN": ("i",)}
 SEQUENCE_OP = {"LSTM": "LSTMSequence", "GRU": "GRUSequence", "RNN": "RNNSequence"}
@@ -35,13 +35,22 @@ def bias_gates(kind: str, linear_before_reset: bool) -> list[tuple[str, tuple[st
     return [(g, ("Wb", "Rb")) for g in ORDER[kind]]
 
 
+def folded(cell: Cell, gate: str, sources: tuple[str, ...] = ("Wb", "Rb")) -> np.ndarray:
+    """One OpenVINO bias slot: the sum of the ONNX biases of `gate` it holds (Wb + Rb unless `bias_gates` says)."""
+    return sum(getattr(cell, src)[gate] for src in sources)
+
+
+def folded_bias(layer: Layer) -> np.ndarray:
+    """OpenVINO's B [D,G*H] (GRU lbr: [D,4H]), each slot `folded` from the layer's Wb and Rb."""
+    slots = bias_gates(layer.kind, layer.linear_before_reset)
+    return np.stack([np.concatenate([folded(c, g, srcs) for g, srcs in slots]) for c in layer.cells])
+
+
 def sequence_tensors(layer: Layer) -> dict[str, np.ndarray]:
     """W [D,G*H,I], R [D,G*H,H], B [D,G*H] (GRU lbr: [D,4H]) in OpenVINO order, biases folded."""
     order = ORDER[layer.kind]
     W, R = layer.stacked("W", order), layer.stacked("R", order)
-    B = np.stack([np.concatenate([sum(getattr(c, src)[g] for src in srcs) for g, srcs in
-                                  bias_gates(layer.kind, layer.linear_before_reset)]) for c in layer.cells])
-    return {"W": W, "R": R, "B": B.astype(W.dtype)}
+    return {"W": W, "R": R, "B": folded_bias(layer).astype(W.dtype)}
 
 
 def sequence_pieces(layer: Layer, dtype) -> dict:
@@ -53,9 +62,7 @@ def sequence_pieces(layer: Layer, dtype) -> dict:
     for k in ("W", "R"):
         parts = [getattr(c, k)[g] for c in layer.cells for g in order]
         out[k] = Pieces(parts, (D, len(order) * H, parts[0].shape[-1]), dtype)
-    B = np.stack([np.concatenate([sum(getattr(c, src)[g] for src in srcs) for g, srcs in
-                                  bias_gates(layer.kind, layer.linear_before_reset)]) for c in layer.cells])
-    out["B"] = B.astype(parts[0].dtype).astype(dtype)
+    out["B"] = folded_bias(layer).astype(parts[0].dtype).astype(dtype)
     return out
 
 
@@ -63,8 +70,7 @@ def split_direction(kind: str, W: np.ndarray, R: np.ndarray, B: np.ndarray, lbr:
     """One direction of OpenVINO W [G*H,I], R [G*H,H], B back to gate-name dicts W, R, Wb, Rb (Rb = 0 where
     OpenVINO folded it; exact, since only the sum enters the equations)."""
     order = ORDER[kind]
-    Wd = dict(zip(order, np.split(W, len(order))))
-    Rd = dict(zip(order, np.split(R, len(order))))
+    Wd, Rd = split_gates(W, order), split_gates(R, order)
     slots = bias_gates(kind, lbr)
     parts = np.split(B, len(slots))
     Wb = {g: np.zeros_like(parts[0]) for g in order}

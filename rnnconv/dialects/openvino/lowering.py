@@ -22,6 +22,7 @@ import numpy as np
 
 from rnnconv.dialects.onnx_recurrent import GATES, PEEPHOLES
 from rnnconv.dialects.openvino import writer as ov_writer
+from rnnconv.dialects.openvino.gates import folded
 from rnnconv.dialects.openvino.graph import (
     Edge,
     IRGraph,
@@ -116,7 +117,7 @@ def _cell_body(layer: Layer, d: int, I: int, dt, external: bool, fp16: bool) -> 
         s = b.op("Add", b.op("MatMul", x, weight("W", g), transpose_a=False, transpose_b=True),
                  b.op("MatMul", h, weight("R", g), transpose_a=False, transpose_b=True))
         if not external:
-            return b.op("Add", s, b.weight(np.asarray(cell.Wb[g] + cell.Rb[g], dtype=dt), fp16))
+            return b.op("Add", s, b.weight(np.asarray(folded(cell, g), dtype=dt), fp16))
         return b.op("Add", b.op("Add", s, weight("Wb", g)), weight("Rb", g))
 
     acts = cell.activations

@@ -47,7 +47,7 @@ from rnnconv.dialects.openvino.validate import parameter_dims, unsupported_layer
 from rnnconv.errors import BadInput, Unsupported
 from rnnconv.layer import Cell, Layer
 
-MIN_OPSET = 7
+MIN_OPSET = onnx_recurrent.MODERN_SINCE  # the oldest recurrent versions written
 
 
 @dataclasses.dataclass
