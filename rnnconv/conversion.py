@@ -28,7 +28,7 @@ from rnnconv import io, schemas
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.errors import BadInput, RnnconvError, Unsupported, UsageError, VerificationFailed
 from rnnconv.passes.base import Pass, Rewrite, RewritePass
-from rnnconv.passes.fuse_cells import Fusion
+from rnnconv.passes.fuse_match import Fusion
 from rnnconv.passes.transpose_fold import FoldTransposes
 from rnnconv.verification import VERIFY_MODES, checks, extract
 from rnnconv.verification.model import Model, load_input, onnx_model

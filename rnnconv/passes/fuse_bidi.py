@@ -21,6 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects.onnx_recurrent import GATES, constant_array
+from rnnconv.passes.fuse_match import Fusion, in_order
 
 
 def merge(planner, fusions: list) -> list:
@@ -119,8 +120,6 @@ def _downstream(f, values) -> bool:
 
 
 def _merged(planner, fw, rv):
-    from rnnconv.passes.fuse_cells import Fusion, _in_order
-
     nf, nr = _node(fw), _node(rv)
     op = nf.op_type
     G, H = len(GATES[op]), nf.attributes["hidden_size"].value
@@ -177,7 +176,7 @@ def _merged(planner, fw, rv):
         for k in range(len(old.inputs)):
             old.replace_input_with(k, None)
     replaced = [(old, swap.get(id(new), new)) for f in (fw, rv) for old, new in f.replaced]
-    matched = _in_order(planner.graph, fw.matched + rv.matched)
+    matched = in_order(planner.graph, fw.matched + rv.matched)
     nodes = pre + glue + post
     inits = [v for v in inits if any(v is i for n in nodes for i in n.inputs)]
     reads = list({id(v): v for v in fw.inputs + rv.inputs}.values())

@@ -22,31 +22,15 @@ from typing import Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.onnx_recurrent import GATES, constant_array, default_opset, node_label
+from rnnconv.dialects.onnx_recurrent import GATES, MODERN_SINCE, constant_array, default_opset, node_label
 from rnnconv.passes.base import PassResult, RewritePass
 from rnnconv.passes.edit import Names
 from rnnconv.passes.fuse_bidi import merge
-from rnnconv.passes.fuse_match import Step, attr, axes_of, const, find_steps, linear, only_user, producer
+from rnnconv.passes.fuse_match import (Fusion, Step, attr, axes_of, const, find_steps, in_order, linear, only_user,
+                                       producer)
 from rnnconv.passes.fuse_scan import BodyStep, body_step, outer_reads
 
-MIN_OPSET = 7  # RNN-7 / GRU-7 / LSTM-7: the versions the fused nodes are written at, or later
-
-
-@dataclasses.dataclass
-class Fusion:
-    """A chain of steps and the recurrent node (with glue) that replaces it; `replaced` pairs each value read
-    outside the matched nodes with its new value."""
-
-    op: str
-    name: str
-    matched: list  # the nodes replaced, in graph order
-    nodes: list  # the new nodes
-    replaced: list  # (old value, new value)
-    inputs: list  # the non-constant values the matched nodes read
-    new_initializers: list
-    what: list
-    steps: int
-    where: str = ""
+MIN_OPSET = MODERN_SINCE  # the versions the fused nodes are written at, or later
 
 
 @dataclasses.dataclass
@@ -262,7 +246,7 @@ class Planner:
         if c_needed:
             c = outs[2] if rank == 3 else self._axes("Squeeze", outs[2], [0], f"{stem}_c", nodes, inits)
             replaced.append((last.c_out, c))
-        matched = _in_order(self.graph, matched)
+        matched = in_order(self.graph, matched)
         leak = _leak(matched, {id(old) for old, _ in replaced})
         if leak is not None:
             which = "cell state" if any(leak is s.c_out for s in chain) else "value"
@@ -413,11 +397,6 @@ def _leak(matched: list, replaced: set) -> Optional[ir.Value]:
             if id(o) not in replaced and (o.is_graph_output() or any(id(u.node) not in ids for u in o.uses())):
                 return o
     return None
-
-
-def _in_order(graph: ir.Graph, nodes: list) -> list:
-    ids = {id(n) for n in nodes}
-    return [n for n in graph if id(n) in ids]
 
 
 def _reads(nodes: list) -> list:

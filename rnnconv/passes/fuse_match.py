@@ -454,3 +454,25 @@ def find_steps(graph: ir.Graph, misses: Optional[list] = None) -> list[Step]:
         elif step is not None:
             steps.append(step)
     return steps
+
+
+@dataclasses.dataclass
+class Fusion:
+    """A chain of steps and the recurrent node (with glue) that replaces it; `replaced` pairs each value read
+    outside the matched nodes with its new value."""
+
+    op: str
+    name: str
+    matched: list  # the nodes replaced, in graph order
+    nodes: list  # the new nodes
+    replaced: list  # (old value, new value)
+    inputs: list  # the non-constant values the matched nodes read
+    new_initializers: list
+    what: list
+    steps: int
+    where: str = ""
+
+
+def in_order(graph: ir.Graph, nodes: list) -> list:
+    ids = {id(n) for n in nodes}
+    return [n for n in graph if id(n) in ids]
