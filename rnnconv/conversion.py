@@ -26,7 +26,7 @@ import onnx_ir as ir
 
 from rnnconv import io, schemas
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.errors import BadInput, RnnconvError, Unsupported, UsageError, VerificationFailed
+from rnnconv.errors import BadInput, ContradictedOutputs, RnnconvError, Unsupported, UsageError, VerificationFailed
 from rnnconv.passes.base import Pass, Rewrite, RewritePass
 from rnnconv.passes.fuse_match import Fusion
 from rnnconv.passes.transpose_fold import FoldTransposes
@@ -216,10 +216,13 @@ class Passes:
         try:
             io.check_full(model)
         except RnnconvError as err:
-            if _declared_outputs_contradicted(model):
-                raise BadInput(f"{io.source_name(source)}: the shapes it declares for its outputs contradict "
-                               f"what its nodes compute, which the older schemas of its opset did not check "
-                               f"(onnx's shape inference of the converted model: {err})") from err
+            contradicted = _declared_outputs_contradicted(model, str(err))
+            if contradicted is not None:
+                found = _CHECKER_OP.search(str(err))
+                raise ContradictedOutputs(f"{io.source_name(source)}: {contradicted}, which the older schemas of its "
+                                          f"opset did not check; correct the declaration, or convert to a lower "
+                                          f"opset (onnx's shape inference of the converted model: {err})",
+                                          next((g for g in found.groups() if g), None) if found else None) from err
             raise missing_step(self.command, str(err), opset_before, onnx_recurrent.default_opset(model)) from err
 
         def write(output: Path) -> None:
@@ -305,21 +308,43 @@ _CHECKER_OP = re.compile(r"op_type:\s*(\w+)|for operator (\w+)|Op \((\w+)\)|Node
                          r"OpType:\s*(\w+)")
 
 
-def _declared_outputs_contradicted(model: ir.Model) -> bool:
-    """Whether the converted model passes onnx's full check once its graph outputs declare no dims: then what
-    fails is the output declarations, which the conversion keeps from the source unchanged (bad input)."""
+# How onnx's shape inference says a declared rank is not the one it infers: (inferred) vs (declared).
+_RANKS = re.compile(r"differ in rank: \((\d+)\) vs \((\d+)\)")
+
+
+def _declared_outputs_contradicted(model: ir.Model, message: str) -> Optional[str]:
+    """What the converted model's graph outputs declare against what its nodes compute, when onnx's full check
+    passes without those declarations (which the conversion keeps from the source unchanged: bad input): their
+    dims, or their rank (the one onnx's `message` says it inferred). None when the declarations are not what
+    fails."""
     outputs = list(model.graph.outputs)
     declared = [(v.type, v.shape) for v in outputs]
-    try:
-        for v in outputs:
-            v.shape = None if v.shape is None else ir.Shape([None] * len(v.shape))
-        io.check_full(model)
-        return True
-    except RnnconvError:
-        return False
-    finally:
-        for v, (type_, shape) in zip(outputs, declared):
-            v.type, v.shape = type_, shape
+    ranks = _RANKS.search(message)
+
+    def passes(unset: list, rank: Optional[int]) -> bool:
+        try:
+            for v in unset:
+                if v.shape is not None and (rank is None or len(v.shape) == int(ranks.group(2))):
+                    v.shape = ir.Shape([None] * (len(v.shape) if rank is None else rank))
+            io.check_full(model)
+            return True
+        except RnnconvError:
+            return False
+        finally:
+            for v, (type_, shape) in zip(outputs, declared):
+                v.type, v.shape = type_, shape
+
+    for rank in (None, int(ranks.group(1)) if ranks else None):
+        if not passes(outputs, rank):
+            continue
+        named = [v for v in outputs[:8] if passes([v], rank)]  # which one, where that is cheap to find
+        if len(named) != 1:
+            return f"the {'dims' if rank is None else 'ranks'} it declares for its outputs contradict what its nodes compute"
+        v = named[0]
+        shape = "[" + ", ".join(str(d) for d in v.shape) + "]"
+        return (f"output {v.name!r} is declared {shape}, and its nodes compute other dims" if rank is None else
+                f"output {v.name!r} is declared {shape}, rank {len(v.shape)}, and its nodes compute rank {rank}")
+    return None
 
 
 def missing_step(command: str, message: str, before: int, after: int) -> Unsupported:

@@ -6,7 +6,7 @@ API parameters to set (`fixes`, e.g. "opset=14"): the API prints them as such, t
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Optional
 
 EXIT_OK = 0
 EXIT_VERIFY = 1
@@ -88,6 +88,15 @@ class BadInput(RnnconvError):
     """The input model (or inputs file) is malformed, or the model cannot run on the inputs drawn for it."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+class ContradictedOutputs(BadInput):
+    """The model declares an output shape its nodes do not compute, which the converted model's newer op version
+    `op` checks and the source's did not (a lower opset may keep the older rule)."""
+
+    def __init__(self, message: str, op: Optional[str] = None, **kwargs):
+        super().__init__(message, **kwargs)
+        self.op = op
 
 
 class NodeFailed(BadInput):

@@ -6,9 +6,9 @@ from typing import Optional
 
 import onnx_ir as ir
 
-from rnnconv import conversion
+from rnnconv import conversion, schemas
 from rnnconv.engine.onnxruntime_runtime import newest_common_opset
-from rnnconv.errors import UsageError, VerificationFailed
+from rnnconv.errors import ContradictedOutputs, UsageError, VerificationFailed
 from rnnconv.passes.opset import OpsetPass
 from rnnconv.verification.checks import CheckOptions
 
@@ -28,8 +28,9 @@ def translator(target: int, notes: list = (), external_data: Optional[bool] = No
 def upgrade(source, output=None, *, opset: Optional[int] = None, verify: str = "full", force: bool = False,
             external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
             **check) -> conversion.Result:
-    """Move `source` to `opset` (default: the newest opset both onnx and onnxruntime support, and below the
-    first op version of the model onnxruntime has no kernel for, found by the whole-model check); never down.
+    """Move `source` to `opset` (default: the newest opset both onnx and onnxruntime support, below the first op
+    version of the model onnxruntime has no kernel for, found by the whole-model check, and below the first op
+    version whose shape inference refutes an output shape the model declares); never down.
 
     `options` (or its keywords `check`: seed, runs, dims, ranges, inputs, atol, rtol): how rewrites are verified
     (see CheckOptions)."""
@@ -37,10 +38,22 @@ def upgrade(source, output=None, *, opset: Optional[int] = None, verify: str = "
     conversion.check_opset(target)
     options = CheckOptions.given(options, check)
     notes: list[str] = []
+    refuted: list = []  # the first opset refused for a declared output shape, and the note saying so
     while True:
         try:
             return conversion.run(source, translator(target, notes, external_data), options, output=output,
                                   verify=verify, force=force, progress=progress)
+        except ContradictedOutputs as err:
+            # An older schema let the model declare a shape its nodes do not compute: below the version that checks.
+            since = schemas.schema_since_version(err.op, target) if err.op and opset is None else None
+            if since is None or since - 1 <= conversion.source_opset(source):
+                raise
+            first = refuted[0] if refuted else target
+            note = (f"not opset {first}: {err.op}-{since} and later refute an output shape the model declares "
+                    f"(onnx's shape inference), so the model goes to opset {since - 1}")
+            notes[:] = [n for n in notes if n not in refuted[1:]] + [note]
+            refuted[:] = [first, note]
+            target = since - 1
         except VerificationFailed as err:
             # onnxruntime declares an opset before it has a kernel for every op version in it (1.32 at opset 28
             # has no DequantizeLinear-28): one opset lower, below the op version it lacks.

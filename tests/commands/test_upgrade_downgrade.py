@@ -82,3 +82,43 @@ def test_cli_upgrade_writes_verified_model_and_refuses_overwrite(tmp_path):
     assert {c["engines"] for c in report["checks"]} >= {"engine"}
     assert run_cli(["upgrade", src, "-o", out])[0] == 2
     assert run_cli(["upgrade", src, "-o", src, "--force"])[0] == 2
+
+
+def _declares_a_rank_its_reshape_does_not_compute(path):
+    """ddddocr 1.6.1's common.onnx in small: at opset 12 a Reshape to a computed 3-element shape feeds an output
+    declared with rank 2; Reshape-5's shape inference does not look, Reshape-14's does."""
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    nodes = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             h.make_node("Unsqueeze", ["n"], ["n1"], axes=[0]), h.make_node("Concat", ["n1", "rest"], ["shape"], axis=0),
+             h.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    inits = [nh.from_array(np.array(0, np.int64), "zero"), nh.from_array(np.array([3, 4], np.int64), "rest")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, ["n", 12])],
+                         [h.make_tensor_value_info("y", TP.FLOAT, ["n", 12])], initializer=inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 12)])
+    onnx.checker.check_model(model, full_check=True)  # the source passes at its opset
+    onnx.save(model, path)
+
+
+def test_upgrade_goes_below_the_op_version_that_refutes_a_declared_output(tmp_path):
+    import onnxruntime as ort
+
+    source, out = tmp_path / "m.onnx", tmp_path / "up.onnx"
+    _declares_a_rank_its_reshape_does_not_compute(source)
+    code, said, err = run_cli(["upgrade", source, "-o", out])
+    assert code == 0, err
+    said += err
+    assert "not opset" in said and "Reshape-14 and later refute an output shape" in said and "opset 13" in said
+    up = onnx.load(str(out))
+    assert up.opset_import[0].version == 13
+    onnx.checker.check_model(up, full_check=True)
+    x = np.random.default_rng(0).standard_normal((2, 12)).astype(np.float32)
+    want = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_array_equal(got[0], want[0])
+    # The opset asked for: refused as bad input naming the output, nothing written.
+    code, _, err = run_cli(["upgrade", source, "-o", tmp_path / "at14.onnx", "--opset", "14"])
+    assert code == 4 and "output 'y' is declared [n, 12], rank 2, and its nodes compute rank 3" in err, err
+    assert not (tmp_path / "at14.onnx").exists()
