@@ -1,7 +1,7 @@
 """What from-openvino reads, generated from the op registry (`registry.IR_OPS`): every IR layer type with an ONNX
 mapping (and the ONNX ops to-openvino writes it for), and every other operation type of OpenVINO opsets 1-16 with
-the reason it has none (`NO_MAPPING`). tests/dialects/openvino/test_openvino_written_ir.py holds the list against the installed
-openvino's opset tables and tests every mapped type both ways on IR that OpenVINO itself wrote.
+the reason it has none (`NO_MAPPING`). tests/dialects/openvino/test_openvino_written_ir.py holds the list against
+the installed openvino's opset tables and tests every mapped type both ways on IR that OpenVINO itself wrote.
 `python -m rnnconv.dialects.openvino.coverage` prints the README's table.
 """
 

@@ -15,6 +15,8 @@ import dataclasses
 from typing import Callable, Iterator, Mapping, Union
 
 Part = Union[Callable, str, None]  # a function; a sentence (where it lives, or why none); None: missing
+# The shape rule's reason for the types only from-openvino reads (graph.add, which infers ports, never sees them).
+READ_ONLY = "none needed: to-openvino never writes it (from-openvino reads it, with its ports from the IR)"
 
 
 @dataclasses.dataclass
@@ -93,6 +95,3 @@ class Functions(Mapping):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
-
-
-READ_ONLY = "none needed: to-openvino never writes it (from-openvino reads it, with its ports from the IR)"

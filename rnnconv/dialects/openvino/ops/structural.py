@@ -27,7 +27,8 @@ entry("Loop").onnx = ("Loop",)
 entry("If").onnx = ("If",)
 without("to_onnx", "TensorIterator", "Loop", "If",
         why="control_flow: ONNX If and Loop, each body converted alone")
-without("shape", "TensorIterator", "Loop", "If", why="its ports are its body's, given when the layer is built (lowering)")
+without("shape", "TensorIterator", "Loop", "If",
+        why="its ports are its body's, given when the layer is built (lowering)")
 
 
 @shape(*SEQUENCES)
