@@ -5,7 +5,7 @@ ScatterElementsUpdate.
 
 Each kernel restates its page of the OpenVINO operation specs (docs.openvino.ai, Operation Specifications) in
 numpy, independently of rnnconv's IR -> ONNX mapping of the same layer (the verification holds one against the
-other). They register into `ir_nn.KERNELS`, the interpreter's one registry.
+other). They register into the layer type's entry of the dialect's registry (`registry.kernel`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from rnnconv.dialects.openvino import graph as ovir
-from rnnconv.engine.ir_nn import _flag, _ints, kernel
+from rnnconv.dialects.openvino.registry import kernel
+from rnnconv.engine.ir_nn import _flag, _ints
 from rnnconv.errors import Unsupported
 
 

@@ -10,23 +10,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Callable
-
 import numpy as np
 
 from rnnconv.dialects.openvino import graph as ovir
+from rnnconv.dialects.openvino.registry import kernel
 from rnnconv.errors import Unsupported
-
-KERNELS: dict[str, Callable] = {}
-
-
-def kernel(*types):
-    def register(fn):
-        for t in types:
-            KERNELS[t] = fn
-        return fn
-
-    return register
 
 
 def _csv(layer, key, n=None, default=0) -> list[int]:

@@ -1,14 +1,13 @@
-"""What from-openvino reads, generated from the op table: every IR layer type with an ONNX mapping (and the ONNX
-ops to-openvino writes it for), and every other operation type of OpenVINO opsets 1-16 with the reason it has
-none (`NO_MAPPING`). tests/dialects/openvino/test_openvino_written_ir.py holds the list against the installed
-openvino's opset tables and tests every mapped type both ways on IR that OpenVINO itself wrote.
+"""What from-openvino reads, generated from the op registry (`registry.IR_OPS`): every IR layer type with an ONNX
+mapping (and the ONNX ops to-openvino writes it for), and every other operation type of OpenVINO opsets 1-16 with
+the reason it has none (`NO_MAPPING`). tests/dialects/openvino/test_openvino_written_ir.py holds the list against
+the installed openvino's opset tables and tests every mapped type both ways on IR that OpenVINO itself wrote.
 `python -m rnnconv.dialects.openvino.coverage` prints docs/openvino.md's table.
 """
 
 from __future__ import annotations
 
-from rnnconv.dialects.openvino import ops
-from rnnconv.dialects.openvino.gates import CELLS, SEQUENCES
+from rnnconv.dialects.openvino import registry
 
 _NO_ONNX_OP = "no ONNX operator computes it"
 _DETECTION = "detection post-processing with no ONNX operator of the same definition"
@@ -44,15 +43,7 @@ NO_MAPPING: dict[str, str] = {
 
 def mapped() -> dict[str, list[str]]:
     """IR layer type -> the ONNX ops to-openvino writes it for (recurrent and control flow layers included)."""
-    out = {t: sorted({m.onnx for m in entries}) for t, entries in ops.reverse_index().items() if t in ops.REVERSE}
-    for t in ops.REVERSE:
-        out.setdefault(t, [])
-    for t in SEQUENCES:
-        out[t] = [t.replace("Sequence", "")]
-    for t in CELLS:
-        out[t] = []
-    out.update({"TensorIterator": ["GRU", "LSTM", "RNN"], "Loop": ["Loop"], "If": ["If"]})
-    return dict(sorted(out.items()))
+    return {t: sorted(e.onnx) for t, e in sorted(registry.IR_OPS.items()) if t not in ("Parameter", "Const", "Result")}
 
 
 def coverage() -> str:

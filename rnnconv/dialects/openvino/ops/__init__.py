@@ -1,14 +1,15 @@
-"""ONE table of ONNX <-> OpenVINO IR op mappings, both directions side by side.
+"""ONE table of ONNX <-> OpenVINO IR op mappings, both directions side by side, and each IR type's shape rule.
 
 `TABLE`: ONNX op -> `OpMapping` (the IR operations it becomes, `to_openvino`); `reverse_index()` gives it keyed by
 IR type. `REVERSE`: IR type -> the function turning such a layer back into ONNX nodes (`LayerContext`). Each op
 family module (`elementwise`, `matrix`, `movement`, `indexing`, `generation`, `convolution`, `normalization`,
-`resize`, `signal`) defines an op's two directions next to each
-other, and each mapping's docstring cites both spec pages: ONNX Operators.md (onnx.ai/onnx/operators/
+`resize`, `signal`) defines an op's two directions next to each other and registers the shape rule of the IR
+types it writes (`registry.shape`), all into the type's one entry (`registry.IR_OPS`, where the engine adds the
+interpreter kernel). Each mapping's docstring cites both spec pages: ONNX Operators.md (onnx.ai/onnx/operators/
 onnx__<Op>.html) and the OpenVINO operation spec (docs.openvino.ai, Operation Specifications, <Op>-<version>).
 GRU/LSTM/RNN are not here: see rnnconv.dialects.openvino.from_onnx and rnnconv.dialects.openvino.to_onnx; nor
-If / Loop / TensorIterator (rnnconv.dialects.openvino.control_flow). An IR type is registered in one spelling
-(`graph.canonical_type` reads the others).
+If / Loop / TensorIterator (rnnconv.dialects.openvino.control_flow); `structural` says so in their entries. An IR
+type is registered in one spelling (`graph.canonical_type` reads the others).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from rnnconv.dialects.openvino.ops import (  # noqa: F401  (registers)
     normalization,
     resize,
     signal,
+    structural,
 )
 from rnnconv.dialects.openvino.ops.elementwise import BINARY, UNARY
 from rnnconv.dialects.openvino.ops.table import (

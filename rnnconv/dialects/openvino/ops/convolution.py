@@ -14,6 +14,8 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects.openvino.ops.table import attr, ints_attr, mapping, reverse
+from rnnconv.dialects.openvino.registry import shape
+from rnnconv.dialects.openvino.shapes import csv
 from rnnconv.errors import Unsupported
 
 _AUTO_PAD = {"explicit": "NOTSET", "notset": "NOTSET", "valid": "VALID", "same_upper": "SAME_UPPER",
@@ -367,3 +369,64 @@ def _from_avg_pool(ctx):
     attrs.pop("dilations")
     attrs["count_include_pad"] = 0 if ctx.flag("exclude-pad") else 1
     return [ctx.b.op1("AveragePool", ctx.v(0), hint=ctx.hint, **attrs)]
+
+
+# -- shape rules -----------------------------------------------------------------------------------------------
+def _window(a: dict, x, kernel: list[int], *, transposed: bool = False, rounding: str = "floor"):
+    """Output dims of a convolution / pooling / transposed convolution (the Convolution-1, MaxPool-8, AvgPool-1
+    and ConvolutionBackpropData-1 pages): [N, ?, spatial...] with channel left to the caller."""
+    if x is None:
+        return None
+    n = len(kernel)
+    strides, dil = csv(a.get("strides")) or [1] * n, csv(a.get("dilations")) or [1] * n
+    pb, pe = csv(a.get("pads_begin")) or [0] * n, csv(a.get("pads_end")) or [0] * n
+    auto = str(a.get("auto_pad", "explicit")).lower()
+    if auto == "valid" or (transposed and auto.startswith("same")):
+        pb, pe = [0] * n, [0] * n  # ConvolutionBackpropData pads nothing for same_* without output_shape
+    out_pad = csv(a.get("output_padding")) or [0] * n
+    dims = [x[0], -1]
+    for i in range(n):
+        size, dk = x[2 + i], (kernel[i] - 1) * dil[i] + 1
+        if size < 0:
+            dims.append(-1)
+        elif transposed:
+            dims.append(strides[i] * (size - 1) + dk - pb[i] - pe[i] + out_pad[i])
+        elif auto.startswith("same"):
+            dims.append(-(-size // strides[i]))
+        else:
+            span = size + pb[i] + pe[i] - dk
+            out = (-(-span // strides[i]) if rounding.startswith("ceil") else span // strides[i]) + 1
+            if rounding == "ceil_torch" and (out - 1) * strides[i] >= size + pb[i]:
+                out -= 1
+            dims.append(out)
+    return dims
+
+
+@shape("Convolution", "GroupConvolution", "ConvolutionBackpropData", "GroupConvolutionBackpropData")
+def _convolution_shape(layer, inputs, d, c, et):
+    t, w = layer.type, d[1]
+    kernel = w[3:] if t.startswith("Group") else w[2:]
+    out = _window(layer.attrs, d[0], kernel, transposed=t.endswith("BackpropData"))
+    if out is not None:
+        if t == "Convolution":
+            out[1] = w[0]
+        elif t == "GroupConvolution":
+            out[1] = w[0] * w[1]
+        elif t == "ConvolutionBackpropData":
+            out[1] = w[1]
+        else:
+            out[1] = w[0] * w[2]
+    return [(et, out)]
+
+
+@shape("MaxPool", "AvgPool")
+def _pool_shape(layer, inputs, d, c, et):
+    """MaxPool-8 also outputs the indices (index_element_type); MaxPool-1 and AvgPool-1 do not."""
+    a = layer.attrs
+    out = _window(a, d[0], csv(a["kernel"]), rounding=str(a.get("rounding_type", "floor")).lower())
+    if out is not None:
+        out[1] = d[0][1]
+    outs = [(et, out)]
+    if layer.type == "MaxPool" and layer.version != "opset1":
+        outs.append((a.get("index_element_type", "i64"), out))
+    return outs

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from rnnconv.dialects.openvino import shapes
 from rnnconv.dialects.openvino.graph import element_type_of, numpy_dtype
 from rnnconv.dialects.openvino.ops.table import attr, mapping, np_type, reverse
+from rnnconv.dialects.openvino.registry import READ_ONLY, shape, without
 from rnnconv.errors import Unsupported
 
 # ONNX op -> OpenVINO operation (opset1), read in both directions.
@@ -454,3 +456,35 @@ def _from_bitwise(ctx):
         raise ctx.unsupported("ONNX's bitwise operators are new in opset 18", opset=18)
     ctx.broadcast_numpy()
     return [ctx.b.op1(integer, *inputs, hint=ctx.hint)]
+
+
+# -- shape rules -----------------------------------------------------------------------------------------------
+shape("Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Negative", "Abs", "Erf", "Clamp", "Elu", "HSigmoid",
+      "SoftPlus", "Floor", "Ceiling", "Sign", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
+      "Acosh", "Atanh", "Mish", "SoftSign", "HSwish", "Round", "Gelu", "Swish", "Selu", "PRelu")(shapes.like_input)
+shape("Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference", "Mod",
+      "FloorMod")(shapes.like_broadcast)
+
+
+@shape("Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalXor")
+def _compare_shape(layer, inputs, d, c, et):
+    return [("boolean", shapes.broadcast(d[0], d[1]))]
+
+
+@shape("LogicalNot")
+def _not_shape(layer, inputs, d, c, et):
+    return [("boolean", d[0])]
+
+
+@shape("Select")
+def _select_shape(layer, inputs, d, c, et):
+    """Select-1: then's element type, cond / then / else broadcast numpy-style."""
+    return [(inputs[1].element_type, shapes.broadcast(d[0], shapes.broadcast(d[1], d[2])))]
+
+
+@shape("Convert")
+def _convert_shape(layer, inputs, d, c, et):
+    return [(layer.attrs["destination_type"], d[0])]
+
+
+without("shape", "IsNaN", "IsInf", "IsFinite", "ConvertLike", "HardSigmoid", *_BITWISE, why=READ_ONLY)

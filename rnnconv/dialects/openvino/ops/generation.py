@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from rnnconv.dialects.openvino import registry, shapes
 from rnnconv.dialects.openvino.graph import numpy_dtype
 from rnnconv.dialects.openvino.ops.table import attr, mapping, reverse
 from rnnconv.errors import Unsupported
@@ -109,3 +110,35 @@ def _from_range(ctx):
     to = int(ir.DataType.from_numpy(out_t))
     args = [ctx.v(i) if t == out_t else ctx.b.op1("Cast", ctx.v(i), to=to) for i, t in enumerate(types)]
     return [ctx.b.op1("Range", *args, hint=ctx.hint)]
+
+
+# -- shape rules (`registry.shape`: this module's `shape` is ONNX Shape's mapping) --------------------------------
+@registry.shape("ShapeOf")
+def _shape_of_shape(layer, inputs, d, c, et):
+    return [(layer.attrs.get("output_type", "i64"), None if d[0] is None else [len(d[0])])]
+
+
+@registry.shape("Range")
+def _range_shape(layer, inputs, d, c, et):
+    """Range-4: ceil((stop - start) / step) items of output_type."""
+    if all(v is not None for v in c[:3]):
+        start, stop, step = (float(v.reshape(-1)[0]) for v in c[:3])
+        return [(layer.attrs.get("output_type", et), [max(0, int(np.ceil((stop - start) / step)))])]
+    return [(layer.attrs.get("output_type", et), [-1])]
+
+
+@registry.shape("Broadcast")
+def _broadcast_shape(layer, inputs, d, c, et):
+    """Broadcast-3: numpy mode gives the target shape, bidirectional the two broadcast."""
+    mode = layer.attrs.get("mode", "numpy")
+    if c[1] is None:
+        n = d[1][0] if d[1] else -1
+        if n < 0:
+            return [(et, None)]
+        if mode == "bidirectional" and d[0] is not None:
+            return [(et, [-1] * max(n, len(d[0])))]
+        return [(et, [-1] * n)]
+    target = [int(v) for v in c[1].reshape(-1)]
+    if mode == "bidirectional":
+        return [(et, shapes.broadcast(d[0], target))]
+    return [(et, target)]

@@ -1,13 +1,126 @@
-"""Indexing layers OpenVINO's ONNX import and PyTorch frontend write, IR -> ONNX: TopK, GatherElements, GatherND,
-DepthToSpace, SpaceToDepth, ScatterElementsUpdate (OpenVINO operation specs, docs.openvino.ai; ONNX Operators.md)."""
+"""Indexing, both ways: ScatterND / ScatterNDUpdate, NonZero; and the layers OpenVINO's ONNX import and PyTorch
+frontend write, IR -> ONNX: StridedSlice, TopK, GatherElements, GatherND, DepthToSpace, SpaceToDepth,
+ScatterElementsUpdate (OpenVINO operation specs, docs.openvino.ai; ONNX Operators.md)."""
 
 from __future__ import annotations
 
+from typing import Optional
+
+import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects.openvino.graph import numpy_dtype
-from rnnconv.dialects.openvino.ops.movement import _SCATTER_REDUCTION
-from rnnconv.dialects.openvino.ops.table import reverse
+from rnnconv.dialects.openvino import shapes
+from rnnconv.dialects.openvino.ops.table import attr, mapping, reverse
+from rnnconv.dialects.openvino.registry import READ_ONLY, shape, without
+
+
+# -- scatter / nonzero --------------------------------------------------------------------------------------
+_SCATTER_REDUCTION = {"none": ("none", 11), "sum": ("add", 16), "prod": ("mul", 16), "max": ("max", 18),
+                      "min": ("min", 18)}
+
+
+@mapping("ScatterND", "ScatterNDUpdate-opset15", reversible=True)
+def scatter_nd(ctx, node):
+    """ONNX ScatterND (onnx__ScatterND: reduction none, add / mul from 16, max / min from 18) -> OpenVINO
+    ScatterNDUpdate-15 (reduction none / sum / prod / max / min)."""
+    back = {v[0]: k for k, v in _SCATTER_REDUCTION.items()}
+    reduction = attr(node, "reduction", "none")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    return [ctx.g.op("ScatterNDUpdate", ctx.inp(node, 0), ctx.inp(node, 1), ctx.inp(node, 2),
+                     reduction=back[reduction], version="opset15", name=node.name or None)]
+
+
+@reverse("ScatterNDUpdate")
+def _from_scatter_nd_update(ctx):
+    """OpenVINO ScatterNDUpdate-3 / -15 (reduction none / sum / sub / prod / min / max) -> ONNX ScatterND
+    (onnx__ScatterND, opset 11: int64 indices; reduction add / mul from 16, max / min from 18); sub adds the
+    negated updates."""
+    reduction = ctx.attr("reduction", "none").lower()
+    updates = ctx.v(2)
+    if reduction == "sub":
+        reduction, updates = "sum", ctx.b.op1("Neg", updates)
+    if reduction not in _SCATTER_REDUCTION:
+        raise ctx.unsupported(f"reduction={reduction!r}")
+    onnx_reduction, since = _SCATTER_REDUCTION[reduction]
+    if ctx.opset < since:
+        raise ctx.unsupported(f"ScatterND with reduction {onnx_reduction!r} needs opset {since}", opset=since)
+    attrs = {"reduction": onnx_reduction} if onnx_reduction != "none" else {}
+    return [ctx.b.op1("ScatterND", ctx.v(0), ctx.as_i64(1, "indices"), updates, hint=ctx.hint, **attrs)]
+
+
+@mapping("NonZero", "NonZero-opset3", reversible=True)
+def non_zero(ctx, node):
+    """ONNX NonZero (onnx__NonZero: int64 [rank, count], row-major) -> OpenVINO NonZero-3 output_type i64."""
+    return [ctx.g.op("NonZero", ctx.inp(node, 0), output_type="i64", version="opset3", name=node.name or None)]
+
+
+@reverse("NonZero")
+def _from_non_zero(ctx):
+    """OpenVINO NonZero-3 ([rank, count] indices of the nonzero items in row-major order; output_type i64 / i32)
+    -> ONNX NonZero (onnx__NonZero, opset 9: int64), and a Cast for i32."""
+    if ctx.opset < 9:
+        raise ctx.unsupported("ONNX NonZero is new in opset 9", opset=9)
+    out = ctx.b.op1("NonZero", ctx.v(0), hint=ctx.hint)
+    if ctx.attr("output_type", "i64") == "i32":
+        out = ctx.b.op1("Cast", out, to=int(ir.DataType.INT32))
+    return [out]
+
+
+_INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+
+def _bits(text: Optional[str], n: int) -> list[int]:
+    values = [int(v) for v in str(text or "").replace(" ", "").split(",") if v]
+    return (values + [0] * n)[:n]
+
+
+@reverse("StridedSlice")
+def _from_strided_slice(ctx):
+    """OpenVINO StridedSlice-1 (begin, end[, stride] per leading axis; begin_mask / end_mask 1: that bound ignored,
+    shrink_axis_mask 1: the axis taken at begin and removed) -> ONNX Slice (onnx__Slice, opset 10: starts, ends,
+    axes, steps) then Squeeze of the shrunk axes. new_axis_mask and ellipsis_mask are refused."""
+    if ctx.opset < 10:
+        raise ctx.unsupported("ONNX Slice takes starts/ends as inputs from opset 10", opset=10)
+    dims = ctx.dims(1)
+    if dims is None or len(dims) != 1 or dims[0] < 0:
+        raise ctx.unsupported("begin of unknown length")
+    n = dims[0]
+    mask = {k: _bits(ctx.attr(k), n) for k in ("begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask",
+                                               "ellipsis_mask")}
+    if any(mask["new_axis_mask"]) or any(mask["ellipsis_mask"]):
+        raise ctx.unsupported("new_axis_mask or ellipsis_mask (rnnconv maps begin, end and shrink masks)")
+    stride = np.ones(n, np.int64) if len(ctx.keys) < 4 else ctx.need_const(3, "stride").astype(np.int64)
+    shrink = [i for i in range(n) if mask["shrink_axis_mask"][i]]
+    start_fill = np.where(stride > 0, 0, _INT64_MAX)
+    end_fill = np.where(stride > 0, _INT64_MAX, _INT64_MIN)
+    b = ctx.b
+
+    def bound(i: int, ignored: list[int], fill: np.ndarray) -> ir.Value:
+        c = ctx.c(i)
+        if c is not None:
+            return b.i64(np.where(ignored, fill, c.astype(np.int64)), "bound")
+        return b.op1("Where", b.const(np.array(ignored, bool), "mask"), b.i64(fill, "fill"), ctx.v_i64(i))
+
+    begin, end = ctx.c(1), None
+    if shrink:
+        if begin is None:
+            raise ctx.unsupported("shrink_axis_mask with begin computed at run time")
+        taken = begin.astype(np.int64)
+        stride = np.where(mask["shrink_axis_mask"], 1, stride)
+        ends = ctx.c(2)
+        if ends is None:
+            raise ctx.unsupported("shrink_axis_mask with end computed at run time")
+        ends = np.where(mask["end_mask"], end_fill, ends.astype(np.int64))
+        ends = np.where(mask["shrink_axis_mask"], np.where(taken == -1, _INT64_MAX, taken + 1), ends)
+        ignored = np.array(mask["begin_mask"], bool) & ~np.array(mask["shrink_axis_mask"], bool)
+        starts = np.where(ignored, start_fill, taken)
+        begin, end = b.i64(starts, "starts"), b.i64(ends, "ends")
+    else:
+        begin, end = bound(1, mask["begin_mask"], start_fill), bound(2, mask["end_mask"], end_fill)
+    y = b.op1("Slice", ctx.v(0), begin, end, b.i64(list(range(n)), "axes"), b.i64(stride, "steps"),
+              hint=ctx.hint if not shrink else ctx.hint + "_slice")
+    return [b.axes_op("Squeeze", y, shrink, hint=ctx.hint) if shrink else y]
 
 
 @reverse("TopK")
@@ -89,3 +202,14 @@ def _from_scatter_elements_update(ctx):
     axis = int(ctx.need_const(3, "the axis").reshape(-1)[0])
     attrs = {"reduction": onnx_reduction} if onnx_reduction != "none" else {}
     return [ctx.b.op1("ScatterElements", ctx.v(0), ctx.v_i64(1), ctx.v(2), axis=axis, hint=ctx.hint, **attrs)]
+
+
+# -- shape rules -----------------------------------------------------------------------------------------------
+shape("ScatterNDUpdate")(shapes.like_input)
+without("shape", "StridedSlice", "TopK", "GatherElements", "GatherND", "DepthToSpace", "SpaceToDepth",
+        "ScatterElementsUpdate", why=READ_ONLY)
+
+
+@shape("NonZero")
+def _non_zero_shape(layer, inputs, d, c, et):
+    return [(layer.attrs.get("output_type", "i64"), [len(d[0]) if d[0] is not None else -1, -1])]

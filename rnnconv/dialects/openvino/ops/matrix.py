@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from rnnconv.dialects.openvino import shapes
 from rnnconv.dialects.openvino.ops.movement import flatten2d
 from rnnconv.dialects.openvino.ops.table import (
     attr,
@@ -13,6 +14,7 @@ from rnnconv.dialects.openvino.ops.table import (
     np_type,
     reverse,
 )
+from rnnconv.dialects.openvino.registry import READ_ONLY, shape, without
 from rnnconv.errors import Unsupported
 
 
@@ -234,3 +236,53 @@ def _from_sdpa(ctx):
             scores = b.op1("Add", scores, ctx.v(3))
     weights = b.op1("Softmax", scores, axis=-1)  # the last axis: the same before opset 13 (2-D flattening there)
     return [b.op1("MatMul", weights, ctx.v(2), hint=ctx.hint)]
+
+
+# -- shape rules -----------------------------------------------------------------------------------------------
+shape("SoftMax", "LogSoftmax", "CumSum")(shapes.like_input)
+without("shape", "ReduceL1", "ReduceL2", "ScaledDotProductAttention", why=READ_ONLY)
+
+
+@shape("MatMul")
+def _matmul_shape(layer, inputs, d, c, et):
+    """MatMul-1: transpose_a / transpose_b swap the last two axes; a 1-D side gains and loses an axis; the batch
+    axes broadcast."""
+    if d[0] is None or d[1] is None:
+        return [(et, None)]
+    x, y = list(d[0]), list(d[1])
+    if shapes.flag(layer.attrs, "transpose_a") and len(x) > 1:
+        x[-1], x[-2] = x[-2], x[-1]
+    if shapes.flag(layer.attrs, "transpose_b") and len(y) > 1:
+        y[-1], y[-2] = y[-2], y[-1]
+    if len(x) == 1 and len(y) == 1:
+        return [(et, [])]
+    if len(x) == 1:
+        return [(et, y[:-2] + y[-1:])]
+    if len(y) == 1:
+        return [(et, x[:-1])]
+    batch = shapes.broadcast(x[:-2], y[:-2])
+    return [(et, batch + [x[-2], y[-1]])]
+
+
+@shape("ReduceMean", "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin")
+def _reduce_shape(layer, inputs, d, c, et):
+    if d[0] is None or c[1] is None:
+        return [(et, None)]
+    axes = {shapes.axis(int(v), len(d[0])) for v in c[1].reshape(-1)}
+    keep = shapes.flag(layer.attrs, "keep_dims")
+    return [(et, [1 if i in axes else x for i, x in enumerate(d[0]) if keep or i not in axes])]
+
+
+@shape("Einsum")
+def _einsum_shape(layer, inputs, d, c, et):
+    """Einsum-7 with an explicit "->" (letters only; "..." gives a dynamic rank)."""
+    eq = layer.attrs["equation"].replace(" ", "")
+    if "->" not in eq or "." in eq or any(x is None for x in d):
+        return [(et, None)]
+    lhs, out = eq.split("->")
+    size = {}
+    for term, x in zip(lhs.split(","), d):
+        for letter, v in zip(term, x):
+            if v >= 0 or letter not in size:
+                size[letter] = v
+    return [(et, [size.get(letter, -1) for letter in out])]

@@ -1,13 +1,13 @@
 """Data movement, both ways: Transpose, Reshape / Flatten, Squeeze / Unsqueeze, Concat, Split, Slice, Gather, Tile,
-Pad, ScatterND / ScatterNDUpdate, NonZero."""
+Pad, ReverseSequence, Identity."""
 
 from __future__ import annotations
 
 from typing import Optional
 
 import numpy as np
-import onnx_ir as ir
 
+from rnnconv.dialects.openvino import shapes
 from rnnconv.dialects.openvino.graph import Out
 from rnnconv.dialects.openvino.ops.table import (
     Context,
@@ -17,6 +17,7 @@ from rnnconv.dialects.openvino.ops.table import (
     np_type,
     reverse,
 )
+from rnnconv.dialects.openvino.registry import READ_ONLY, shape, without
 from rnnconv.errors import Unsupported
 
 
@@ -369,58 +370,6 @@ def _symmetric_pad(ctx):
     return b.op1("Identity", x, hint=ctx.hint)
 
 
-# -- scatter / nonzero --------------------------------------------------------------------------------------
-_SCATTER_REDUCTION = {"none": ("none", 11), "sum": ("add", 16), "prod": ("mul", 16), "max": ("max", 18),
-                      "min": ("min", 18)}
-
-
-@mapping("ScatterND", "ScatterNDUpdate-opset15", reversible=True)
-def scatter_nd(ctx, node):
-    """ONNX ScatterND (onnx__ScatterND: reduction none, add / mul from 16, max / min from 18) -> OpenVINO
-    ScatterNDUpdate-15 (reduction none / sum / prod / max / min)."""
-    back = {v[0]: k for k, v in _SCATTER_REDUCTION.items()}
-    reduction = attr(node, "reduction", "none")
-    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
-    return [ctx.g.op("ScatterNDUpdate", ctx.inp(node, 0), ctx.inp(node, 1), ctx.inp(node, 2),
-                     reduction=back[reduction], version="opset15", name=node.name or None)]
-
-
-@reverse("ScatterNDUpdate")
-def _from_scatter_nd_update(ctx):
-    """OpenVINO ScatterNDUpdate-3 / -15 (reduction none / sum / sub / prod / min / max) -> ONNX ScatterND
-    (onnx__ScatterND, opset 11: int64 indices; reduction add / mul from 16, max / min from 18); sub adds the
-    negated updates."""
-    reduction = ctx.attr("reduction", "none").lower()
-    updates = ctx.v(2)
-    if reduction == "sub":
-        reduction, updates = "sum", ctx.b.op1("Neg", updates)
-    if reduction not in _SCATTER_REDUCTION:
-        raise ctx.unsupported(f"reduction={reduction!r}")
-    onnx_reduction, since = _SCATTER_REDUCTION[reduction]
-    if ctx.opset < since:
-        raise ctx.unsupported(f"ScatterND with reduction {onnx_reduction!r} needs opset {since}", opset=since)
-    attrs = {"reduction": onnx_reduction} if onnx_reduction != "none" else {}
-    return [ctx.b.op1("ScatterND", ctx.v(0), ctx.as_i64(1, "indices"), updates, hint=ctx.hint, **attrs)]
-
-
-@mapping("NonZero", "NonZero-opset3", reversible=True)
-def non_zero(ctx, node):
-    """ONNX NonZero (onnx__NonZero: int64 [rank, count], row-major) -> OpenVINO NonZero-3 output_type i64."""
-    return [ctx.g.op("NonZero", ctx.inp(node, 0), output_type="i64", version="opset3", name=node.name or None)]
-
-
-@reverse("NonZero")
-def _from_non_zero(ctx):
-    """OpenVINO NonZero-3 ([rank, count] indices of the nonzero items in row-major order; output_type i64 / i32)
-    -> ONNX NonZero (onnx__NonZero, opset 9: int64), and a Cast for i32."""
-    if ctx.opset < 9:
-        raise ctx.unsupported("ONNX NonZero is new in opset 9", opset=9)
-    out = ctx.b.op1("NonZero", ctx.v(0), hint=ctx.hint)
-    if ctx.attr("output_type", "i64") == "i32":
-        out = ctx.b.op1("Cast", out, to=int(ir.DataType.INT32))
-    return [out]
-
-
 @mapping("ReverseSequence", "ReverseSequence-opset1", reversible=True)
 def reverse_sequence(ctx, node):
     """ONNX ReverseSequence (onnx__ReverseSequence, opset 10: batch_axis, time_axis, int64 sequence_lens) ->
@@ -451,63 +400,147 @@ def _from_reverse_sequence(ctx):
     return [b.transpose(y, list(np.argsort(perm)), hint=ctx.hint)]
 
 
-_INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-
-
-def _bits(text: Optional[str], n: int) -> list[int]:
-    values = [int(v) for v in str(text or "").replace(" ", "").split(",") if v]
-    return (values + [0] * n)[:n]
-
-
-@reverse("StridedSlice")
-def _from_strided_slice(ctx):
-    """OpenVINO StridedSlice-1 (begin, end[, stride] per leading axis; begin_mask / end_mask 1: that bound ignored,
-    shrink_axis_mask 1: the axis taken at begin and removed) -> ONNX Slice (onnx__Slice, opset 10: starts, ends,
-    axes, steps) then Squeeze of the shrunk axes. new_axis_mask and ellipsis_mask are refused."""
-    if ctx.opset < 10:
-        raise ctx.unsupported("ONNX Slice takes starts/ends as inputs from opset 10", opset=10)
-    dims = ctx.dims(1)
-    if dims is None or len(dims) != 1 or dims[0] < 0:
-        raise ctx.unsupported("begin of unknown length")
-    n = dims[0]
-    mask = {k: _bits(ctx.attr(k), n) for k in ("begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask",
-                                               "ellipsis_mask")}
-    if any(mask["new_axis_mask"]) or any(mask["ellipsis_mask"]):
-        raise ctx.unsupported("new_axis_mask or ellipsis_mask (rnnconv maps begin, end and shrink masks)")
-    stride = np.ones(n, np.int64) if len(ctx.keys) < 4 else ctx.need_const(3, "stride").astype(np.int64)
-    shrink = [i for i in range(n) if mask["shrink_axis_mask"][i]]
-    start_fill = np.where(stride > 0, 0, _INT64_MAX)
-    end_fill = np.where(stride > 0, _INT64_MAX, _INT64_MIN)
-    b = ctx.b
-
-    def bound(i: int, ignored: list[int], fill: np.ndarray) -> ir.Value:
-        c = ctx.c(i)
-        if c is not None:
-            return b.i64(np.where(ignored, fill, c.astype(np.int64)), "bound")
-        return b.op1("Where", b.const(np.array(ignored, bool), "mask"), b.i64(fill, "fill"), ctx.v_i64(i))
-
-    begin, end = ctx.c(1), None
-    if shrink:
-        if begin is None:
-            raise ctx.unsupported("shrink_axis_mask with begin computed at run time")
-        taken = begin.astype(np.int64)
-        stride = np.where(mask["shrink_axis_mask"], 1, stride)
-        ends = ctx.c(2)
-        if ends is None:
-            raise ctx.unsupported("shrink_axis_mask with end computed at run time")
-        ends = np.where(mask["end_mask"], end_fill, ends.astype(np.int64))
-        ends = np.where(mask["shrink_axis_mask"], np.where(taken == -1, _INT64_MAX, taken + 1), ends)
-        ignored = np.array(mask["begin_mask"], bool) & ~np.array(mask["shrink_axis_mask"], bool)
-        starts = np.where(ignored, start_fill, taken)
-        begin, end = b.i64(starts, "starts"), b.i64(ends, "ends")
-    else:
-        begin, end = bound(1, mask["begin_mask"], start_fill), bound(2, mask["end_mask"], end_fill)
-    y = b.op1("Slice", ctx.v(0), begin, end, b.i64(list(range(n)), "axes"), b.i64(stride, "steps"),
-              hint=ctx.hint if not shrink else ctx.hint + "_slice")
-    return [b.axes_op("Squeeze", y, shrink, hint=ctx.hint) if shrink else y]
-
-
 @reverse("Identity")
 def _from_identity(ctx):
     """OpenVINO Identity-16 (a copy of its input) -> ONNX Identity (onnx__Identity)."""
     return [ctx.b.op1("Identity", ctx.v(0), hint=ctx.hint)]
+
+
+# -- shape rules -----------------------------------------------------------------------------------------------
+shape("ReverseSequence")(shapes.like_input)
+without("shape", "Identity", why=READ_ONLY)
+
+
+@shape("Tile")
+def _tile_shape(layer, inputs, d, c, et):
+    if d[0] is None or c[1] is None:
+        return [(et, None if d[0] is None else [-1] * max(len(d[0]), d[1][0] if d[1] else 0))]
+    reps = [int(v) for v in c[1].reshape(-1)]
+    n = max(len(d[0]), len(reps))
+    x = [1] * (n - len(d[0])) + list(d[0])
+    reps = [1] * (n - len(reps)) + reps
+    return [(et, [a * r if a >= 0 else -1 for a, r in zip(x, reps)])]
+
+
+@shape("Transpose")
+def _transpose_shape(layer, inputs, d, c, et):
+    if d[0] is None:
+        return [(et, None)]
+    if c[1] is None:
+        return [(et, [-1] * len(d[0]))]
+    order = [int(o) for o in c[1].reshape(-1)] or list(range(len(d[0]) - 1, -1, -1))
+    return [(et, [d[0][o] for o in order])]
+
+
+@shape("Reshape")
+def _reshape_shape(layer, inputs, d, c, et):
+    if c[1] is None:
+        n = d[1][0] if d[1] else -1
+        return [(et, None if n < 0 else [-1] * n)]
+    target = [int(v) for v in c[1].reshape(-1)]
+    special_zero = shapes.flag(layer.attrs, "special_zero")
+    out = [(d[0][i] if d[0] is not None and i < len(d[0]) else -1) if (v == 0 and special_zero) else v
+           for i, v in enumerate(target)]
+    if -1 in out and d[0] is not None and all(x >= 0 for x in d[0]) and out.count(-1) == 1:
+        known = int(np.prod([x for x in out if x != -1], dtype=np.int64))
+        total = int(np.prod(d[0], dtype=np.int64))
+        out[out.index(-1)] = total // known if known else 0
+    return [(et, out)]
+
+
+@shape("Squeeze", "Unsqueeze")
+def _squeeze_shape(layer, inputs, d, c, et):
+    if d[0] is None:
+        return [(et, None)]
+    if len(inputs) < 2:
+        return [(et, [x for x in d[0] if x != 1])]
+    if c[1] is None:
+        return [(et, None)]
+    axes = [int(v) for v in c[1].reshape(-1)]
+    if layer.type == "Squeeze":
+        axes = {shapes.axis(x, len(d[0])) for x in axes}
+        return [(et, [x for i, x in enumerate(d[0]) if i not in axes])]
+    rank = len(d[0]) + len(axes)
+    axes = sorted(shapes.axis(x, rank) for x in axes)
+    out, it = [], iter(d[0])
+    for i in range(rank):
+        out.append(1 if i in axes else next(it))
+    return [(et, out)]
+
+
+@shape("Concat")
+def _concat_shape(layer, inputs, d, c, et):
+    if any(x is None for x in d):
+        return [(et, None)]
+    ax = shapes.axis(int(layer.attrs["axis"]), len(d[0]))
+    out = list(d[0])
+    for x in d[1:]:
+        for i, v in enumerate(x):
+            if i != ax and out[i] == -1:
+                out[i] = v
+    out[ax] = -1 if any(x[ax] < 0 for x in d) else sum(x[ax] for x in d)
+    return [(et, out)]
+
+
+@shape("Split")
+def _split_shape(layer, inputs, d, c, et):
+    n = int(layer.attrs["num_splits"])
+    if d[0] is None or c[1] is None:
+        return [(et, d[0])] * n
+    ax = shapes.axis(int(c[1].reshape(-1)[0]), len(d[0]))
+    out = list(d[0])
+    out[ax] = out[ax] // n if out[ax] >= 0 else -1
+    return [(et, out)] * n
+
+
+@shape("VariadicSplit")
+def _variadic_split_shape(layer, inputs, d, c, et):
+    lengths = [int(v) for v in c[2].reshape(-1)]
+    ax = shapes.axis(int(c[1].reshape(-1)[0]), len(d[0]))
+    outs = []
+    for n in lengths:
+        out = list(d[0])
+        if n == -1:
+            rest = sum(x for x in lengths if x != -1)
+            out[ax] = d[0][ax] - rest if d[0][ax] >= 0 else -1
+        else:
+            out[ax] = n
+        outs.append((et, out))
+    return outs
+
+
+@shape("Slice")
+def _slice_shape(layer, inputs, d, c, et):
+    if d[0] is None:
+        return [(et, None)]
+    out = list(d[0])
+    if len(inputs) > 4 and c[4] is None:
+        return [(et, [-1] * len(out))]
+    axes = [int(v) for v in c[4].reshape(-1)] if len(inputs) > 4 else list(range(len(c[1].reshape(-1)) if
+                                                                                c[1] is not None else 0))
+    for j, ax in enumerate(axes):
+        ax = shapes.axis(ax, len(out))
+        if out[ax] >= 0 and all(x is not None for x in c[1:4]):
+            start, stop, step = (int(c[k].reshape(-1)[j]) for k in (1, 2, 3))
+            out[ax] = len(range(*slice(start, stop, step).indices(out[ax])))
+        else:
+            out[ax] = -1
+    if len(inputs) <= 4 and c[1] is None:
+        out = [-1] * len(out)
+    return [(et, out)]
+
+
+@shape("Gather")
+def _gather_shape(layer, inputs, d, c, et):
+    if d[0] is None or d[1] is None or c[2] is None:
+        return [(et, None)]
+    ax = shapes.axis(int(c[2].reshape(-1)[0]), len(d[0]))
+    return [(et, d[0][:ax] + d[1] + d[0][ax + 1:])]
+
+
+@shape("Pad")
+def _pad_shape(layer, inputs, d, c, et):
+    if d[0] is None or c[1] is None or c[2] is None:
+        return [(et, None if d[0] is None else [-1] * len(d[0]))]
+    return [(et, [x + int(p) + int(q) if x >= 0 else -1 for x, p, q in zip(d[0], c[1].reshape(-1),
+                                                                            c[2].reshape(-1))])]

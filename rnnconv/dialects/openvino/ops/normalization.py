@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rnnconv.dialects.openvino import shapes
 from rnnconv.dialects.openvino.ops.table import attr, ints_attr, mapping, reverse
+from rnnconv.dialects.openvino.registry import shape
 from rnnconv.errors import Unsupported
 
 
@@ -93,3 +95,6 @@ def _from_batch_norm(ctx):
     return [ctx.b.op1("BatchNormalization", *[ctx.v(i) for i in order], epsilon=float(ctx.attr("epsilon", "1e-5")),
                       hint=ctx.hint)]
 
+
+
+shape("MVN", "BatchNormInference")(shapes.like_input)

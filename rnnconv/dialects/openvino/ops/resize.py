@@ -13,6 +13,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects.openvino.ops.table import attr, mapping, reverse
+from rnnconv.dialects.openvino.registry import shape
 from rnnconv.errors import Unsupported
 
 _MODES = {"nearest": "nearest", "linear_onnx": "linear", "cubic": "cubic"}
@@ -114,3 +115,21 @@ def _from_interpolate(ctx):
     empty = None if ctx.opset >= 13 else b.const(np.zeros(0, np.float32), "empty")
     inputs = [ctx.v(0), empty, empty if by_sizes else given] + ([given] if by_sizes else [])
     return [b.op1("Resize", *inputs, hint=ctx.hint, **attrs)]
+
+
+@shape("Interpolate")
+def _interpolate_shape(layer, inputs, d, c, et):
+    """Interpolate-11 (data, scales_or_sizes, axes): the sizes, or floor(dim * scale + 1e-5), on the axes."""
+    if d[0] is None:
+        return [(et, None)]
+    out = list(d[0])
+    axes = [int(v) for v in c[2].reshape(-1)] if len(inputs) > 2 and c[2] is not None else list(range(len(out)))
+    values = c[1]
+    for j, ax in enumerate(axes):
+        if values is None:
+            out[ax] = -1
+        elif layer.attrs.get("shape_calculation_mode") == "sizes":
+            out[ax] = int(values.reshape(-1)[j])
+        elif out[ax] >= 0:
+            out[ax] = int(np.floor(out[ax] * float(values.reshape(-1)[j]) + 1e-5))
+    return [(et, out)]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rnnconv.dialects.openvino import shapes
 from rnnconv.dialects.openvino.ops.table import attr, mapping, reverse
+from rnnconv.dialects.openvino.registry import shape
 from rnnconv.errors import Unsupported
 
 
@@ -108,3 +110,29 @@ def _from_rdft(ctx):
     if ctx.opset >= 20:
         return [b.op1("DFT", signal, length, b.i64(axis, "axis"), onesided=1, hint=ctx.hint)]
     return [b.op1("DFT", signal, length, axis=axis, onesided=1, hint=ctx.hint)]
+
+
+@shape("STFT")
+def _stft_shape(layer, inputs, d, c, et):
+    """STFT-15: [..., frames, frame_size / 2 + 1, 2] (transpose_frames: the two middle axes swapped)."""
+    if d[0] is None or c[2] is None or c[3] is None:
+        return [(et, None if d[0] is None else [-1] * (len(d[0]) + 2))]
+    frame, step = int(c[2].reshape(-1)[0]), int(c[3].reshape(-1)[0])
+    length = d[0][-1]
+    frames = (length - frame) // step + 1 if length >= 0 else -1
+    tail = [frame // 2 + 1, frames] if shapes.flag(layer.attrs, "transpose_frames") else [frames, frame // 2 + 1]
+    return [(et, d[0][:-1] + tail + [2])]
+
+
+@shape("RDFT")
+def _rdft_shape(layer, inputs, d, c, et):
+    """RDFT-9: one output, the transformed axes resized (signal_size), the last one halved, then [2]."""
+    if d[0] is None or c[1] is None:
+        return [(et, None if d[0] is None else [-1] * (len(d[0]) + 1))]
+    axes = [int(v) % len(d[0]) for v in c[1].reshape(-1)]
+    sizes = [int(v) for v in c[2].reshape(-1)] if len(inputs) > 2 and c[2] is not None else [-1] * len(axes)
+    out = list(d[0])
+    for ax, size in zip(axes, sizes):
+        out[ax] = size if size != -1 else out[ax]
+    out[axes[-1]] = out[axes[-1]] // 2 + 1 if out[axes[-1]] >= 0 else -1
+    return [(et, out + [2])]

@@ -1,8 +1,9 @@
-"""The registries both directions fill, and what their mapping functions see.
+"""The two directions' registrations, and what their mapping functions see.
 
-`TABLE`: ONNX op -> `OpMapping` (the IR operations it becomes and `to_openvino`). `REVERSE`: IR type (without
-version) -> the function turning such a layer into ONNX nodes. The op family modules register both directions of
-each op side by side.
+`TABLE`: ONNX op -> `OpMapping` (the IR operations it becomes and `to_openvino`). The IR -> ONNX direction is
+part of each IR type's entry in `registry.IR_OPS` (with its shape rule and kernel); `REVERSE` reads it: IR type
+(without version) -> the function turning such a layer into ONNX nodes. The op family modules register both
+directions of each op side by side.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 import onnx_ir as ir
 
+from rnnconv.dialects.openvino import registry
 from rnnconv.dialects.openvino.graph import IRGraph, IRLayer, Out, known_types, numpy_dtype
 from rnnconv.errors import BadInput, Unsupported
 
@@ -77,6 +79,10 @@ TABLE: dict[str, OpMapping] = {}
 def mapping(onnx_op: str, *openvino: str, reversible: bool = False):
     def register(fn):
         TABLE[onnx_op] = OpMapping(onnx_op, openvino, fn, reversible)
+        for t in openvino:
+            e = registry.entry(t.split("-")[0])
+            if onnx_op not in e.onnx:
+                e.onnx += (onnx_op,)
         return fn
 
     return register
@@ -198,14 +204,13 @@ class LayerContext:
             raise self.unsupported(f"auto_broadcast={mode!r}; ONNX broadcasts numpy-style only")
 
 
-REVERSE: dict[str, Callable[[LayerContext], list]] = {}
+REVERSE: registry.Functions = registry.Functions("to_onnx")  # IR type -> (LayerContext) -> ONNX values
 
 
 def reverse(*ir_types: str):
     """Register the IR -> ONNX direction of these IR types (one spelling each: the reader canonicalizes)."""
     def register(fn):
-        for t in ir_types:
-            REVERSE[t] = fn
+        registry.register("to_onnx", *ir_types)(fn)
         known_types(*ir_types)
         return fn
 
