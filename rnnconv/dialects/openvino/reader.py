@@ -18,7 +18,6 @@ from typing import Optional
 
 import numpy as np
 
-from rnnconv.dialects.openvino import ops  # noqa: F401  (registers the type spellings canonical_type knows)
 from rnnconv.dialects.openvino.graph import (
     MAX_BODY_DEPTH,
     MAX_TENSOR_BYTES,

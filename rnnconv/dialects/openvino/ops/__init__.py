@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from rnnconv.layer import KINDS
+
 from rnnconv.dialects.openvino.ops import (  # noqa: F401  (registers)
     convolution,
     elementwise,
@@ -45,7 +47,7 @@ from rnnconv.dialects.openvino.ops.table import (
 __all__ = ["BINARY", "REVERSE", "RECURRENT", "TABLE", "UNARY", "Context", "Key", "LayerContext", "OpMapping", "attr",
            "mapping", "reverse", "reverse_index", "unsupported_ops"]
 
-RECURRENT = ("GRU", "LSTM", "RNN")
+RECURRENT = KINDS  # the recurrent ops rnnconv maps itself, not through this table
 
 
 def unsupported_ops(model: ir.Model) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rnnconv.dialects.openvino.gates import CELLS, SEQUENCES
 from rnnconv.dialects.openvino.registry import READ_ONLY, entry, shape, without
+from rnnconv.layer import KINDS
 
 _ENDS = ("Parameter", "Const", "Result")
 without("to_onnx", "Parameter", why="to_onnx: a graph input")
@@ -22,7 +23,7 @@ without("to_onnx", *SEQUENCES, why="to_onnx: the recurrent mapping (gate order a
 without("to_onnx", *CELLS, why="to_onnx: the TensorIterator over one cell step (`tensor_iterator`)")
 without("shape", *CELLS, why=READ_ONLY)
 
-entry("TensorIterator").onnx = ("GRU", "LSTM", "RNN")
+entry("TensorIterator").onnx = KINDS
 entry("Loop").onnx = ("Loop",)
 entry("If").onnx = ("If",)
 without("to_onnx", "TensorIterator", "Loop", "If",
