@@ -11,7 +11,7 @@ import pytest
 from rnnconv import io
 from rnnconv.commands.to_openvino import to_openvino
 from rnnconv.errors import UsageError
-from rnnconv.verification import checks
+from rnnconv.verification import allowances, checks
 from rnnconv.verification.inputs import SMALL_DIM
 from tests.conftest import FIXTURES, lstm_file, run_cli
 
@@ -62,12 +62,12 @@ def test_verify_node_checks_each_recurrent_node_only(tmp_path):
 def test_runtime_check_left_out_when_compiling_would_not_fit(tmp_path, monkeypatch):
     # OpenVINO's compile needs about 4x the IR's weights: without that memory the check is skipped and said so.
     src = lstm_file(tmp_path / "m.onnx", H=16, I=8)
-    monkeypatch.setattr(checks, "_available_memory", lambda: 1000)
+    monkeypatch.setattr(allowances, "available_memory", lambda: 1000)
     report = to_openvino(str(src), tmp_path / "o.xml", runtime=True).report
     assert report.ok and len(report.skipped) == 1 and "GiB is available" in report.skipped[0]
     assert all("OpenVINO runtime" not in c.engines for c in report.checks)
     assert ", 1 skipped" in report.verdict() and "skipped" in report.as_dict()
     assert any(line.startswith("  skipped: OpenVINO runtime: compiling this IR needs") for line in report.lines())
-    monkeypatch.setattr(checks, "_available_memory", lambda: 1 << 40)
+    monkeypatch.setattr(allowances, "available_memory", lambda: 1 << 40)
     report = to_openvino(str(src), tmp_path / "q.xml", runtime=True).report
     assert not report.skipped and any("OpenVINO runtime" in c.engines for c in report.checks)

@@ -1,0 +1,104 @@
+"""Why a whole-model check is left out, or held to another tolerance: facts about this machine (memory to
+compile), rnnconv's IR interpreter (kernels it lacks), the runtimes (what they refuse) and the models (values
+rounded at run time). `checks` asks; each answer is the sentence the report prints."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Optional
+
+from rnnconv import runtimes
+from rnnconv.dialects import onnx_quantized, onnx_recurrent
+from rnnconv.engine import ir_graph
+from rnnconv.verification.model import Model
+
+# Peak memory of OpenVINO's CPU plugin compiling an IR, per byte of its constants (measured with OpenVINO 2026.4
+# on LSTM IRs of 1 and 2.5 GB: 4.1x for a bidirectional LSTMSequence, OpenVINO's own IR; 3.1x for rnnconv's, one
+# direction per op past from_onnx.SPLIT_BYTES), with a margin.
+RUNTIME_COMPILE_FACTOR = 4.5
+
+
+def would_not_fit(model: Model, factor: float = RUNTIME_COMPILE_FACTOR) -> Optional[str]:
+    """Why the OpenVINO runtime is left out: this machine lacks the memory to compile the IR (the kernel would
+    kill the process, which says nothing about the IR), `factor` times its weights. None when it fits or memory
+    is unknown."""
+    if model.format != "ir":
+        return None
+    need = factor * sum(layer.value.nbytes for layer in model.graph.all_layers()
+                        if layer.type == "Const" and layer.value is not None)
+    available = available_memory()
+    if available is None or need <= available:
+        return None
+    return (f"OpenVINO runtime: compiling this IR needs about {need / 2**30:.1f} GiB ({factor}x "
+            f"its weights), {available / 2**30:.1f} GiB is available; on a machine with more, `rnnconv verify` "
+            f"with the OpenVINO engine runs it")
+
+
+def available_memory() -> Optional[int]:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def interpreter_gap(model: Model) -> Optional[str]:
+    """Why rnnconv's IR interpreter cannot run the IR (layer types it has no kernel for), or None."""
+    if model.format != "ir":
+        return None
+    missing = sorted({layer.type for layer in model.graph.all_layers()
+                      if layer.type not in ir_graph.KERNELS and layer.type not in ("Parameter", "Const", "Result")})
+    if not missing:
+        return None
+    return f"IR interpreter: no kernel for {', '.join(missing)}"
+
+
+def requantized(model: Model) -> Optional[str]:
+    """Why the IR interpreter is left out against onnxruntime: the model quantizes at run time (DynamicQuantizeLSTM)
+    values that float ops compute, and a last-bit difference in those ops between two engines moves a value across
+    a rounding step, which the recurrence carries on (0.02 measured on an OCR model between onnxruntime with and
+    without its graph optimizations). The node checks hold each quantized layer alone, on the same X, exactly."""
+    if model.format != "onnx":
+        return None
+    inputs = set(model.onnx.graph.inputs)
+    tipped = [node for node, _, _ in onnx_quantized.walk(model.onnx) if onnx_quantized.is_quantized_lstm(node)
+              and node.inputs and node.inputs[0] is not None and node.inputs[0] not in inputs]
+    if not tipped:
+        return None
+    return (f"IR interpreter: the whole model left out: {onnx_quantized.OP} {tipped[0].name!r} quantizes at run time "
+            f"what float ops compute, where the two engines' last bits can differ and tip a rounding step; each "
+            f"quantized layer was checked alone")
+
+
+# Ops that round values computed at run time (dynamic quantization: OpenVINO's import writes it as Round).
+RUNTIME_ROUNDING = {"onnx": ("DynamicQuantizeLinear", "DynamicQuantizeMatMul", "Round"), "ir": ("Round",)}
+
+
+def runtime_rounding(before: Model, after: Model) -> Optional[str]:
+    """Why a whole-model comparison that fails is held again to the 'dequantized' tolerance: the source rounds
+    values it computes at run time (dynamic quantization), where a last bit of the ops before, which two engines
+    compute alike only to float precision, tips a rounding step (ddddocr 1.6.1's quantized OCR model: 0.096
+    between onnxruntime and OpenVINO's own conversion of it). The node checks still hold each recurrent layer
+    alone at the usual tolerance. None when the source rounds nothing at run time."""
+    if before.format == after.format:
+        return None
+    types = ([n.op_type for n, _, _ in onnx_recurrent.walk(before.onnx)] if before.format == "onnx" else
+             [layer.type for layer in before.graph.all_layers()])
+    found = Counter(t for t in types if t in RUNTIME_ROUNDING[before.format])
+    if not found:
+        return None
+    ops = ", ".join(f"{op} {k}" for op, k in sorted(found.items()))
+    return (f"the source rounds values computed at run time ({ops}), where two engines' last bits can tip a "
+            f"rounding step: the whole model is held to the 'dequantized' tolerance")
+
+
+def known_refusal(model: Model, engine: str) -> Optional[str]:
+    """The refusal `rnnconv.runtimes` knows for this model and runtime (layout=1 in onnxruntime...), or None."""
+    if model.format != "onnx" or engine != "onnxruntime":
+        return None
+    found = [f for rn in onnx_recurrent.find(model.onnx) for f in runtimes.node_findings(rn, engine)
+             if f.effect == runtimes.REFUSES]
+    return f"{found[0].node}: {found[0].problem}" if found else None
