@@ -236,3 +236,39 @@ def _dim_of(value: Optional[ir.Value], shape: Callable):
         if dims and end is not None and len(range(len(dims))[start:end]) == 1:
             return dims[range(len(dims))[start:end][0]]
     return None
+
+
+# Ops with a window over their input's spatial axes: at sizes below the window onnxruntime pools or convolves
+# what the window overhangs and runs on, OpenVINO refuses the model; such sizes are no test of a conversion.
+_WINDOWED = {"Conv", "ConvInteger", "MaxPool", "AveragePool", "LpPool"}
+
+
+def empty_window(model: ir.Model, shapes: dict[str, tuple]) -> Optional[str]:
+    """The first Conv or pooling node whose window (kernel, dilations, explicit pads) is larger than its input
+    when the graph inputs have `shapes` (input name -> shape), by onnx's shape inference; or None."""
+    sizes = {(name, axis): int(n) for name, shape in shapes.items() for axis, n in enumerate(shape)}
+    inferred = None
+    for node in model.graph:
+        if node.op_type not in _WINDOWED or not node.inputs or node.inputs[0] is None:
+            continue
+        if _attr(node, "auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET", "VALID", b"VALID"):
+            continue  # SAME_*: the output keeps the input's size
+        kernel = _attr(node, "kernel_shape", None)
+        if kernel is None and len(node.inputs) > 1 and node.inputs[1] is not None:
+            w = node.inputs[1].shape
+            kernel = [d for d in w][2:] if w is not None and all(isinstance(d, int) for d in w) else None
+        if not kernel:
+            continue
+        inferred = inferred if inferred is not None else reading.inferred_shapes(model, sizes)
+        x = inferred.get(node.inputs[0].name)
+        if not x or len(x) != len(kernel) + 2:
+            continue
+        n = len(kernel)
+        pads = list(_attr(node, "pads", [0] * 2 * n))
+        dilations = list(_attr(node, "dilations", [1] * n))
+        for i, (size, k) in enumerate(zip(x[2:], kernel)):
+            window = (k - 1) * dilations[i] + 1
+            if isinstance(size, int) and size + pads[i] + pads[i + n] < window:
+                return (f"the window of {node.op_type} {node.name!r} ({window}) is larger than its input's "
+                        f"axis {i + 2} ({size})")
+    return None

@@ -69,3 +69,44 @@ def test_drawn_sizes_run_in_onnxruntime(case, tmp_path):
     defaults, _ = draw_inputs({"x": spec}, np.random.default_rng(0), {}, {})
     with pytest.raises(Exception):
         session.run(None, defaults)
+
+
+def _pooled(path):
+    """x [1, 1, F] through three max-pools of 2 (AECMOS' front end in small): F below 8 leaves the last one an
+    input shorter than its window."""
+    pools = [h.make_node("MaxPool", [f"p{k}"], [f"p{k + 1}"], kernel_shape=[2], strides=[2], name=f"pool{k}")
+             for k in range(3)]
+    g = h.make_graph([h.make_node("Identity", ["x"], ["p0"]), *pools, h.make_node("Identity", ["p3"], ["y"])], "g",
+                     [h.make_tensor_value_info("x", TP.FLOAT, [1, 1, "frames"])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [1, 1, None])])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
+
+
+def test_sizes_below_a_pooling_window_are_not_drawn(tmp_path):
+    from rnnconv.verification.checks import CheckOptions, runnable_sets
+    from rnnconv.verification.model import open_model
+    from rnnconv.verification.sizes import empty_window
+
+    path = tmp_path / "m.onnx"
+    _pooled(path)
+    model = io.load(path)
+    assert "pool2" in empty_window(model, {"x": (1, 1, 4)}) and empty_window(model, {"x": (1, 1, 8)}) is None
+    # onnxruntime runs the small size, pooling a window that overhangs its input (so it would pass for a test
+    # of a conversion)...
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": np.zeros((1, 1, 4), np.float32)})[0].shape == (1, 1, 1)
+    # ...which the drawing skips for a size every window fits in.
+    source = open_model(path)
+    sets, ref, note = runnable_sets(source, _onnx_specs(model), CheckOptions(), ["onnxruntime"])
+    assert sets[0][0]["x"].shape[2] >= 8 and "window" in note
+
+
+def test_openvino_refuses_what_onnxruntime_runs_below_a_window(tmp_path):
+    """The runtime fact the drawing rests on."""
+    ov = pytest.importorskip("openvino")
+    path = tmp_path / "m.onnx"
+    _pooled(path)
+    model = ov.Core().read_model(str(path))
+    with pytest.raises(RuntimeError, match="larger than the data shape"):
+        model.reshape({model.inputs[0]: [1, 1, 4]})
+        ov.Core().compile_model(model, "CPU")
