@@ -35,7 +35,7 @@ import onnx_ir as ir
 
 from rnnconv import conversion, io
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
-from rnnconv.dialects.openvino import from_onnx, frontend, ops, quantized
+from rnnconv.dialects.openvino import from_onnx, frontend, ops, quantized, shapes
 from rnnconv.dialects.openvino import reader as ov_reader
 from rnnconv.dialects.openvino import writer as ov_writer
 from rnnconv.engine import openvino_runtime
@@ -148,6 +148,14 @@ class ToOpenVINO:
             except ImportError as err:  # installed, but `import openvino` fails
                 raise Unsupported(f"cannot convert through OpenVINO's ONNX import ({why}): "
                                   f"{openvino_runtime.cannot_import(err)}") from err
+        ranked = shapes.dynamic_rank(graph)
+        if ranked and job.verify != "none" and (openvino_runtime.available() if self.runtime is None
+                                               else self.runtime):
+            refused = openvino_runtime.compile_error(tmp_xml, tmp_bin)  # OpenVINO says whether it matters
+            if refused and "dynamic rank" in refused:
+                report.notes.append(f"OpenVINO's CPU plugin compiles this IR only at static input shapes (reshape "
+                                    f"the model to your input sizes before compile_model): {ranked}, a dynamic "
+                                    f"rank; the checks ran it reshaped to their inputs")
         before = onnx_model(source_model, io.source_name(source))
         after = ir_model(graph, str(out), tmp_xml, tmp_bin)
         # The IR of a DynamicQuantizeLSTM reproduces onnxruntime's float32 operations one by one (its divisions

@@ -128,6 +128,22 @@ def run(path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None
     return worker.result()
 
 
+def compile_error(path, bin_path: Optional[object] = None) -> Optional[str]:
+    """Why OpenVINO's CPU plugin refuses to compile the IR at `path` as written (its dynamic shapes kept), in a
+    child process; None when it compiles (or openvino cannot be imported there)."""
+    worker = Worker()
+    try:
+        worker.submit(path, None, bin_path)
+        worker.result()
+        return None
+    except RuntimeError as err:
+        return str(err)
+    except (Crashed, CannotImport):
+        return None
+    finally:
+        worker.close()
+
+
 class Worker:
     """One run in a child process (`python -m rnnconv.engine.openvino_runtime`), started before its job is known:
     the child imports openvino and makes its Core while the caller still converts, then waits for the job.
@@ -143,7 +159,7 @@ class Worker:
     def submit(self, path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None, *,
                reshape: bool = False) -> None:
         job = {"path": str(path), "bin": None if bin_path is None else str(bin_path), "reshape": reshape,
-               "feeds": {k: np.asarray(v) for k, v in feeds.items()}}
+               "feeds": None if feeds is None else {k: np.asarray(v) for k, v in feeds.items()}}
         if self.shared is not None:
             self.shared.send(job)
             return
@@ -218,6 +234,12 @@ def _tensor(ov, value: np.ndarray, element_type):
 
 
 def _answer(job: dict):
+    if job["feeds"] is None:  # compile_error's job: compile as written, the whole refusal if any
+        try:
+            core().compile_model(read(job["path"], job["bin"]), "CPU", CONFIG)
+            return []
+        except Exception as err:
+            return f"{type(err).__name__}: " + " ".join(ln.strip() for ln in str(err).splitlines() if ln.strip())
     try:
         outputs = infer(read(job["path"], job["bin"]), job["feeds"], reshape=job["reshape"])
         answer = [(sorted(o.names), o.result, o.value) for o in outputs]  # plain data: __main__ has Output

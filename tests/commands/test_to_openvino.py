@@ -241,3 +241,32 @@ def test_openvino_crash_is_a_failed_check_when_isolated(tmp_path, monkeypatch, c
     assert any("OpenVINO runtime failed" in o.problem for c in err.value.report.checks for o in c.outputs)
     assert list(tmp_path.iterdir()) == []
 
+
+
+def test_an_axisless_squeeze_of_a_dynamic_dim_is_said_to_need_static_shapes(tmp_path):
+    """PyTorch's `x.squeeze()` of a dynamic dim (speechmos' PLCMOS model): OpenVINO's CPU plugin refuses the IR
+    as written (a dynamic rank) and compiles it once reshaped, which the report says."""
+    ov = pytest.importorskip("openvino")
+    import onnx
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(0)
+    inits = [nh.from_array(rng.uniform(-1, 1, s).astype(np.float32), n) for n, s in (("W", (1, 3, 2)),
+                                                                                   ("R", (1, 3, 1)))]
+    nodes = [h.make_node("GRU", ["x", "W", "R"], ["", "h"], hidden_size=1, name="gru"),
+             h.make_node("Squeeze", ["h"], ["y"], name="squeeze_all")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [3, "n", 2])],
+                         [h.make_tensor_value_info("y", TP.FLOAT, ["n"])], initializer=inits)
+    source, xml = tmp_path / "m.onnx", tmp_path / "m.xml"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 11)]), source)
+    code, out, err = run_cli(["to-openvino", source, "-o", xml])
+    assert code == 0, err
+    assert "compiles this IR only at static input shapes" in out + err and "'squeeze_all'" in out + err
+    core = ov.Core()
+    with pytest.raises(RuntimeError, match="dynamic rank"):
+        core.compile_model(str(xml), "CPU")
+    model = core.read_model(str(xml))
+    model.reshape({model.inputs[0]: [3, 2, 2]})
+    core.compile_model(model, "CPU")

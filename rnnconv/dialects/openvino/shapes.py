@@ -68,3 +68,15 @@ def csv(text) -> list[int]:
     return [int(v) for v in str(text or "").replace(" ", "").split(",") if v]
 
 
+
+
+def dynamic_rank(graph) -> Optional[str]:
+    """The first layer whose output may get a dynamic rank at compile time, though the serialized ports show a
+    rank: a Squeeze without axes of a dynamic dim (PyTorch's `x.squeeze()`), which squeezes that dim or not by its
+    run-time size; OpenVINO's CPU plugin refuses some of those until the inputs have static shapes (speechmos'
+    PLCMOS model), not others (its AECMOS models). None when there is none."""
+    for layer in graph.all_layers():
+        dims = layer.inputs[0].dims if layer.type == "Squeeze" and len(layer.inputs) == 1 else None
+        if dims is not None and -1 in dims:
+            return f"Squeeze {layer.name!r} squeezes without axes a dim that is dynamic"
+    return None
