@@ -282,7 +282,12 @@ try:
         ov.save_model(ov.convert_model(job["onnx"]), job["xml"], compress_to_fp16=job["fp16"])
         out = None
     else:
-        compiled = ov.Core().compile_model(job["xml"], "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        model = ov.Core().read_model(job["xml"])
+        if job["static"]:
+            shapes = {p: list(np.shape(job["feeds"][n])) for p in model.inputs for n in p.get_names()
+                      if n in job["feeds"]}
+            model.reshape(shapes)
+        compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
         names = {n for port in compiled.inputs for n in port.get_names()}
         result = compiled({k: v for k, v in job["feeds"].items() if k in names})
         out = {tuple(sorted(port.get_names())): np.asarray(result[port]) for port in compiled.outputs}
@@ -300,9 +305,21 @@ def _openvino(job: dict):
     return pickle.loads(proc.stdout)
 
 
-def openvino_outputs(xml: Path, feeds: dict, names) -> dict:
-    """The IR in OpenVINO's runtime (CPU, f32), each output under the one of `names` its port carries."""
-    status, out = _openvino({"do": "run", "xml": str(xml), "feeds": feeds})
+# Models whose IR OpenVINO's CPU plugin compiles only at static input shapes (an axis-less Squeeze of a dynamic
+# dim: a dynamic rank), OpenVINO's own conversion as rnnconv's; to-openvino's report says so.
+STATIC_SHAPES = {"speechmos_plcmos_v2"}
+# Models that round values computed at run time (dynamic quantization around the LSTM): onnxruntime and OpenVINO
+# differ there by a rounding step wherever a last bit of the ops before tips one, OpenVINO's own conversion too.
+ROUNDING = {"ddddocr_common_old"}
+
+
+def openvino_outputs(xml: Path, feeds: dict, names, static: bool = False) -> dict:
+    """The IR in OpenVINO's runtime (CPU, f32), each output under the one of `names` its port carries; `static`:
+    reshaped to the feeds' shapes first, which a model of STATIC_SHAPES needs (asserted: as written it fails)."""
+    if static:
+        status, out = _openvino({"do": "run", "xml": str(xml), "feeds": feeds, "static": False})
+        assert status == "error" and "dynamic rank" in out, f"{xml} compiles as written now: {status} {out}"
+    status, out = _openvino({"do": "run", "xml": str(xml), "feeds": feeds, "static": static})
     assert status == "ok", f"OpenVINO cannot run {xml}: {out}"
     by_name = {}
     for port_names, value in out.items():

@@ -25,9 +25,12 @@ from rnnconv.dialects.openvino import reader
 from tests.conftest import check_ir
 from tests.real.conftest import (
     NAMES,
+    ROUNDING,
+    STATIC_SHAPES,
     fp16_rounded,
     max_abs_diff,
     openvino_outputs,
+    openvino_save,
     ort_outputs,
     rnnconv_cli,
     save_feeds,
@@ -67,17 +70,38 @@ def test_to_openvino_runs_in_openvino_and_comes_back(real_model, fp16, tmp_path)
             want = rounded
     assert run.code == 0, run.stdout + run.stderr
     check_ir(reader.read(xml), f"{xml} as to-openvino wrote it")
-    got = openvino_outputs(xml, real_model.feeds, want)
+    static = real_model.name in STATIC_SHAPES
+    assert static == ("compiles this IR only at static input shapes" in run.stdout + run.stderr)
+    got = openvino_outputs(xml, real_model.feeds, want, static=static)
     print(f"{real_model.name} to-openvino{' --fp16' if fp16 else ''}: OpenVINO vs onnxruntime "
           f"{max_abs_diff(got, want)}")
-    _assert_close(got, want, fp16, (1e-4, 0))
+    if real_model.name in ROUNDING:
+        _within_openvinos_own(real_model, got, want, tmp_path)
+    else:
+        _assert_close(got, want, fp16, (1e-4, 0))
 
     run = rnnconv_cli("from-openvino", xml, "-o", back, "--inputs", feeds)
     assert run.code == 0, run.stdout + run.stderr
     onnx.checker.check_model(onnx.load(str(back)), full_check=True)
     got = ort_outputs(back, real_model.feeds)
     print(f"{real_model.name} its IR back: onnxruntime vs onnxruntime {max_abs_diff(got, want)}")
-    _assert_close(got, want, fp16, (1e-5, 1e-5))
+    if real_model.name in ROUNDING:
+        _within_openvinos_own(real_model, got, want, tmp_path)
+    else:
+        _assert_close(got, want, fp16, (1e-5, 1e-5))
+
+
+def _within_openvinos_own(real_model, got: dict, want: dict, tmp_path) -> None:
+    """A model that rounds values computed at run time (ROUNDING): no further from onnxruntime than twice what
+    OpenVINO's own conversion of the source gives (measured here, without rnnconv), and its argmax the same."""
+    own_xml = tmp_path / "own.xml"
+    status, why = openvino_save(real_model.path, own_xml, False)
+    assert status == "ok", why
+    own = max_abs_diff(openvino_outputs(own_xml, real_model.feeds, want), want)
+    print(f"{real_model.name}: OpenVINO's own conversion vs onnxruntime {own}")
+    for name, err in max_abs_diff(got, want).items():
+        assert err <= 2 * own[name] + 1e-4, (name, err, own[name])
+        assert np.array_equal(got[name].argmax(-1), want[name].argmax(-1)), name
 
 
 @pytest.mark.parametrize("real_model", sorted(REFUSED), indirect=True)
