@@ -91,8 +91,9 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
         raise UsageError(f"runs={runs}, but the inputs file holds {len(given_sets)} input sets")
     try:  # the sizes the reference runs at (a model may need its own), drawn as every check draws them
         sets, _, size_note = runnable_sets(ref, specs, options, ref_engines)
-    except BadInput:  # no engine of the reference runs it at any size: the runs below say which and why
-        sets, size_note = input_sets(specs, options), None
+        sizes_failed = None
+    except BadInput as err:  # no engine of the reference runs it at any size: the runs below say which and why
+        sets, size_note, sizes_failed = input_sets(specs, options), None, err
     n_runs = len(sets)
     report = VerifyReport("verify", reference=ref.describe(), candidate=cand.describe(),
                           seed=seed if any(len(g) < len(specs) for g in given_sets) else None)
@@ -127,7 +128,11 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
                     report.skipped.append({"side": side, "engine": eng, "reason": str(err)})
         if baseline is None:
             if not active["reference"]:
-                raise Unsupported(f"reference {ref.label}: no engine could run it")
+                why = "; ".join(f"{s['engine']}: {s['reason']}" for s in report.skipped if s["side"] == "reference")
+                if sizes_failed is not None:  # on no size drawn for it, as the conversions say it
+                    raise BadInput(f"reference {ref.label}: no engine runs it ({why}); {sizes_failed.message}",
+                                   fixes=[f for f in sizes_failed.fixes if not f.startswith("verify")])
+                raise Unsupported(f"reference {ref.label}: no engine could run it ({why})")
             baseline = ("reference", active["reference"][0])
             report.baseline = f"{baseline[0]}[{baseline[1]}]"
         if baseline not in results:

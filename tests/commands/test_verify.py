@@ -323,3 +323,23 @@ def test_verify_runs_tensor_iterator_without_from_openvino(tmp_path, kind, kw):
     assert proc.stderr.splitlines()[-1:] == ["[]"], proc.stderr
     report = json.loads(proc.stdout)
     assert report["ok"] and [c["engines"] for c in report["checks"]] == ["candidate[rnnconv] vs reference[openvino]"]
+
+
+def test_a_model_no_engine_runs_at_any_drawn_size_is_bad_input_with_every_engines_reason(tmp_path):
+    """x [n] reshaped to [3, 4] runs at n = 12 only, a size nothing in the model states: with every engine, the
+    refusal says why each failed and what to give (exit 4, as the conversions say it)."""
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    g = h.make_graph([h.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+                     [h.make_tensor_value_info("x", TP.FLOAT, ["n"])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [3, 4])], initializer=[nh.from_array(np.array([3, 4], np.int64), "shape")])
+    path = tmp_path / "m.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
+    code, _, err = run_cli(["verify", path, path, "--engine", "all"])
+    assert code == 4, err
+    assert "no engine runs it (rnnconv: " in err and "onnxruntime: " in err and "(try --dim" in err
+    assert "--verify node" not in err
+    code, _, err = run_cli(["verify", path, path, "--engine", "all", "--dim", "n=12"])
+    assert code == 0, err
