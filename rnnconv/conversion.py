@@ -26,7 +26,7 @@ import onnx_ir as ir
 
 from rnnconv import io, schemas
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.errors import BadInput, ContradictedOutputs, RnnconvError, Unsupported, UsageError, VerificationFailed
+from rnnconv.errors import ContradictedOutputs, RnnconvError, Unsupported, UsageError, VerificationFailed
 from rnnconv.passes.base import Pass, Rewrite, RewritePass
 from rnnconv.passes.fuse_match import Fusion
 from rnnconv.passes.transpose_fold import FoldTransposes
@@ -339,7 +339,8 @@ def _declared_outputs_contradicted(model: ir.Model, message: str) -> Optional[st
             continue
         named = [v for v in outputs[:8] if passes([v], rank)]  # which one, where that is cheap to find
         if len(named) != 1:
-            return f"the {'dims' if rank is None else 'ranks'} it declares for its outputs contradict what its nodes compute"
+            what = "dims" if rank is None else "ranks"
+            return f"the {what} it declares for its outputs contradict what its nodes compute"
         v = named[0]
         shape = "[" + ", ".join(str(d) for d in v.shape) + "]"
         return (f"output {v.name!r} is declared {shape}, and its nodes compute other dims" if rank is None else

@@ -5,7 +5,6 @@ import functools
 import click
 
 from rnnconv.cli.batch import converting
-from rnnconv.cli.helptext import filled
 from rnnconv.cli.options import option
 from rnnconv.dialects.onnx_versions import LAYOUT_SINCE
 

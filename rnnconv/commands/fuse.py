@@ -47,7 +47,8 @@ def plan(model: ir.Model, report, bidirectional: bool = False) -> list:
 
 
 def fuse(source, output=None, *, free_sequence: bool = False, bidirectional: bool = False, verify: str = "full",
-         force: bool = False, external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
+         force: bool = False, external_data: Optional[bool] = None, progress=None,
+         options: Optional[CheckOptions] = None,
          **check) -> conversion.Result:
     """Replace each chain of unrolled recurrent steps of `source` by one ONNX RNN/GRU/LSTM node (and the glue that
     keeps the interface); Unsupported when there is none to fuse, with the near-misses and why.
@@ -58,7 +59,8 @@ def fuse(source, output=None, *, free_sequence: bool = False, bidirectional: boo
     the two-node default slightly faster, see passes/fuse_bidi.py).
     `options` (or its keywords `check`: seed, runs, dims, ranges, inputs, atol, rtol): how rewrites are verified
     (see CheckOptions)."""
-    translator = conversion.Passes("fuse", functools.partial(plan, bidirectional=bidirectional), external_data=external_data,
+    translator = conversion.Passes("fuse", functools.partial(plan, bidirectional=bidirectional),
+                                   external_data=external_data,
                                    finish=_free if free_sequence else None)
     return conversion.run(source, translator, CheckOptions.given(options, check), output=output, verify=verify,
                           force=force, progress=progress)

@@ -7,7 +7,8 @@ error (two correct float32 runtimes differ by 3.4e-5 on an output of magnitude 1
 least precise of: the output's declared dtype, the dtypes the two runs returned (a runtime computing in float32 is not
 held to float64's tolerance), float16 when weights were stored as float16, and "dequantized" when a quantized
 layer was replaced by a float one (`rnnconv dequantize`: an approximation by nature, see docs/commands.md).
-A value given for one output (`NAME=X`) beats a value given for all (`X`), which beats the default. Integer outputs must be equal.
+A value given for one output (`NAME=X`) beats a value given for all (`X`), which beats the default. Integer outputs
+must be equal.
 """
 
 from __future__ import annotations

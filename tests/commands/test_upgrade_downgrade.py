@@ -92,7 +92,8 @@ def _declares_a_rank_its_reshape_does_not_compute(path):
     from onnx import numpy_helper as nh
 
     nodes = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "zero"], ["n"], axis=0),
-             h.make_node("Unsqueeze", ["n"], ["n1"], axes=[0]), h.make_node("Concat", ["n1", "rest"], ["shape"], axis=0),
+             h.make_node("Unsqueeze", ["n"], ["n1"], axes=[0]),
+             h.make_node("Concat", ["n1", "rest"], ["shape"], axis=0),
              h.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
     inits = [nh.from_array(np.array(0, np.int64), "zero"), nh.from_array(np.array([3, 4], np.int64), "rest")]
     graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, ["n", 12])],

@@ -334,7 +334,8 @@ def test_a_model_no_engine_runs_at_any_drawn_size_is_bad_input_with_every_engine
 
     g = h.make_graph([h.make_node("Reshape", ["x", "shape"], ["y"])], "g",
                      [h.make_tensor_value_info("x", TP.FLOAT, ["n"])],
-                     [h.make_tensor_value_info("y", TP.FLOAT, [3, 4])], initializer=[nh.from_array(np.array([3, 4], np.int64), "shape")])
+                     [h.make_tensor_value_info("y", TP.FLOAT, [3, 4])],
+                     initializer=[nh.from_array(np.array([3, 4], np.int64), "shape")])
     path = tmp_path / "m.onnx"
     onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
     code, _, err = run_cli(["verify", path, path, "--engine", "all"])
