@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "rnnconv"
+import rnnconv
+
+PACKAGE = Path(rnnconv.__file__).resolve().parent  # the source tree, or the installed wheel (CI's wheel job)
 
 # Lowest floor first: a module may import from its own room (same package) and from lower floors only.
 FLOORS = ["rnnconv.errors", "rnnconv.activations", "rnnconv.layer", "rnnconv.schemas", "rnnconv.io",
