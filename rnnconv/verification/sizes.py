@@ -15,6 +15,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects.onnx_recurrent import constant_array
+from rnnconv.dialects.openvino.gates import SEQUENCES
 from rnnconv.io import reading
 
 # How a size an Equal tests reads in its `why`: a branch's size (x.squeeze(-1) when the dim is 1), which the model
@@ -156,7 +157,6 @@ def _onnx_rule(node: ir.Node, shape: Callable, sizes: _Sizes) -> None:
 IR_SAME_AXES = {"Convert", "Relu", "Sigmoid", "Tanh", "Clamp", "Elu", "Gelu", "Swish", "HSwish", "HSigmoid", "Mish",
                 "Exp", "Abs", "Negative", "Sqrt", "SoftPlus", "PRelu", "Add", "Subtract", "Multiply", "Divide",
                 "Power", "Maximum", "Minimum", "Erf", "Floor", "Ceiling", "LogSoftmax", "SoftMax", "Softmax"}
-_IR_SEQUENCE = {"LSTMSequence", "GRUSequence", "RNNSequence"}
 
 
 def ir_sizes(graph, back: Callable, const: Callable) -> dict[tuple[str, int], tuple]:
@@ -194,17 +194,17 @@ def ir_sizes(graph, back: Callable, const: Callable) -> dict[tuple[str, int], tu
                 size = {"Convolution": shape[1], "GroupConvolution": shape[0] * shape[2],
                         "ConvolutionBackpropData": shape[0]}[t]
                 hold(layer, 0, 1, size, "the input channels")
-        elif t in _IR_SEQUENCE:
-            w_port = 4 if t == "LSTMSequence" else 3  # W [num_directions, gates*H, input_size], then R, B
+        elif t in SEQUENCES:
+            w_port = 4 if SEQUENCES[t] == "LSTM" else 3  # W [num_directions, gates*H, input_size], then R, B
             weight, recurrence = const(layer, w_port), const(layer, w_port + 1)
             if weight is not None and np.ndim(weight) == 3:
                 hold(layer, 0, 2, np.shape(weight)[2], "input_size")
             if recurrence is not None and np.ndim(recurrence) == 3:
-                for port in (1, 2) if t == "LSTMSequence" else (1,):  # H_t, C_t: [batch, num_directions, H]
+                for port in (1, 2) if SEQUENCES[t] == "LSTM" else (1,):  # H_t, C_t: [batch, num_directions, H]
                     hold(layer, port, 1, np.shape(recurrence)[0], "num_directions")
                     hold(layer, port, 2, np.shape(recurrence)[2], "hidden_size")
             # X [batch, T, I] against a state or seq_lengths whose batch is static
-            for port in (1, 2, 3) if t == "LSTMSequence" else (1, 2):
+            for port in (1, 2, 3) if SEQUENCES[t] == "LSTM" else (1, 2):
                 dims = layer.inputs[port].dims if port < len(layer.inputs) else None
                 if dims and isinstance(dims[0], int) and dims[0] > 0:
                     hold(layer, 0, 0, dims[0], "the batch size")

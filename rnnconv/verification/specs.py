@@ -12,11 +12,12 @@ import onnx_ir as ir
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.dialects.onnx_recurrent import constant_array
 from rnnconv.dialects.openvino import graph as ovir
+from rnnconv.dialects.openvino.gates import SEQUENCES
 from rnnconv.errors import BadInput
 from rnnconv.verification.model import Model, numpy_dtype
 from rnnconv.verification.sizes import IR_SAME_AXES, ir_sizes, onnx_sizes
 
-SEQUENCE_OPS = {"LSTMSequence": 3, "GRUSequence": 2, "RNNSequence": 2}  # IR op -> sequence_lengths port
+SEQUENCE_OPS = {op: 3 if kind == "LSTM" else 2 for op, kind in SEQUENCES.items()}  # IR op -> sequence_lengths port
 _PASS_THROUGH = {"Identity", "Cast", "Convert"}
 _SAME_AXES = {"Relu", "Tanh", "Sigmoid", "LeakyRelu", "Elu", "Selu", "Gelu", "Dropout", "Softmax", "LogSoftmax",
               "HardSigmoid", "HardSwish", "Softplus", "Abs", "Neg", "Exp", "Sqrt", "Erf", "Clip"}

@@ -57,8 +57,7 @@ def known_types(*names: str) -> None:
         _TYPE_NAMES.setdefault(name.lower(), name)
 
 
-known_types("Parameter", "Const", "Result", "TensorIterator", "Loop", "If", "GRUSequence", "LSTMSequence",
-            "RNNSequence", "GRUCell", "LSTMCell", "RNNCell")
+known_types("Parameter", "Const", "Result", "TensorIterator", "Loop", "If")  # the recurrent ones: in `gates`
 
 
 def canonical_type(name: str) -> str:
