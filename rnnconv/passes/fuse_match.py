@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.onnx_recurrent import constant_array
+from rnnconv.dialects.onnx_recurrent import GATES, constant_array
 
 ACTIVATIONS = ("Tanh", "Relu")  # an RNN step's activation, as ONNX's RNN names it
 
@@ -351,7 +351,8 @@ def lstm_step(split: ir.Node) -> "Step | Miss | None":
                 tanh_c.outputs[0], *(n.outputs[0] for n in [*x.nodes, *h_nodes])]
     if not _inside(internal, nodes):
         return Miss("LSTM", split, "a value inside the step is read outside it")
-    order = [i, o, f, g]  # ONNX's i, o, f, c
+    at = {"i": i, "o": o, "f": f, "c": g}  # where each gate lies in the Split
+    order = [at[k] for k in GATES["LSTM"]]
     return Step("LSTM", mul_oc, nodes, h_out=mul_oc.outputs[0], x=x.input, W=_blocks(x.W, 4, order),
                 Wb=_blocks(x.b, 4, order), c_in=c_in, c_out=c_out, time=time_index(x.input),
                 feeds=[*x.feeds, *(h.feeds if isinstance(h, Linear) else ())], **_hidden(h, 4, order))
@@ -418,8 +419,8 @@ def gru_step(sub: ir.Node) -> Optional[Step]:
                 *(nd.outputs[0] for nd in [*x.nodes, *h_nodes])] + ([sh.inputs[0]] if h_nodes else [])
     if not _inside(internal, nodes) or not _inside([n], nodes):
         return None
-    order_h = [gate_of[k]["h"] for k in ("z", "r", "h")]  # ONNX's z, r, h
-    order_x = [gate_of[k]["x"] for k in ("z", "r", "h")]
+    order_h = [gate_of[k]["h"] for k in GATES["GRU"]]
+    order_x = [gate_of[k]["x"] for k in GATES["GRU"]]
     hidden = _hidden(h, 3, order_h)
     if hidden["h_in"] is None:
         hidden["h_in"] = h_prev  # a constant: the state the folded term was computed from
