@@ -6,13 +6,14 @@ import click
 
 from rnnconv.cli.helptext import filled
 from rnnconv.cli.options import json_option, option
+from rnnconv.engine import ONNX_REFERENCE, ONNXRUNTIME, OPENVINO
 from rnnconv.errors import EXIT_VERIFY
 
 
 @click.command("check")
 @click.argument("model", type=click.Path(dir_okay=False))
 @option("--target", "targets", multiple=True, required=True,
-              type=click.Choice(["onnxruntime", "openvino", "onnx-reference"]),
+              type=click.Choice([ONNXRUNTIME, OPENVINO, ONNX_REFERENCE]),
               help="Runtime to check against (repeatable): onnxruntime, openvino (its ONNX import), or "
                    "onnx-reference (onnx's ReferenceEvaluator).")
 @json_option

@@ -11,6 +11,7 @@ import numpy as np
 
 from rnnconv import schemas
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
+from rnnconv.engine import ONNXRUNTIME, OPENVINO
 from rnnconv.errors import UsageError
 from rnnconv.passes import settle_ifs
 from rnnconv.passes.fuse_cells import candidates
@@ -40,9 +41,9 @@ def _findings(model, nodes, quantized, targets, label) -> list[Finding]:
     found = [f for rn in nodes for t in targets for f in node_findings(rn, t, label)]
     for q in quantized:
         for t in targets:
-            measured, diff = measure_openvino(model, q) if t == "openvino" else ("", None)
+            measured, diff = measure_openvino(model, q) if t == OPENVINO else ("", None)
             found += quantized_findings(q, t, label, measured, diff)
-    if "openvino" in targets:
+    if OPENVINO in targets:
         found += rank_findings(model, label)
     return found
 
@@ -56,12 +57,12 @@ def rank_findings(model, label: str) -> list[Finding]:
     version = schemas.schema_since_version("If", onnx_recurrent.default_opset(model)) or 1
     problem = ("OpenVINO's ONNX import gives its output a dynamic rank (its branches give two ranks, chosen by a "
                "shape), which the ops behind it that need a static rank (Conv, ReduceMean, LSTM...) refuse")
-    found = [Finding("openvino", name, "If", version, REFUSES,
+    found = [Finding(OPENVINO, name, "If", version, REFUSES,
                      f"{problem}; its other branch fails on every input, so rnnconv keeps the one that runs",
                      f"rnnconv to-openvino {label} -o {Path(label).stem}.xml")
              for name in settled.by_failure]
     for p in settled.polymorphic:
-        found.append(Finding("openvino", p.node, "If", version, REFUSES, f"{problem}; {p}",
+        found.append(Finding(OPENVINO, p.node, "If", version, REFUSES, f"{problem}; {p}",
                              "none in rnnconv: both branches can run; a model exported with static shapes for "
                              "what the condition reads would convert"))
     return found
@@ -80,7 +81,7 @@ def measure_openvino(model, q: onnx_quantized.QuantizedLSTM) -> tuple[str, Optio
         return f"not measured: {openvino_runtime.NOT_INSTALLED}", None
     alone = onnx_model(extract.recurrent_node(q, dict(model.opset_imports), model.ir_version))
     sets = checks.input_sets(input_specs(alone), checks.CheckOptions())
-    ort_run, ov_run = (checks.run(alone, engine, sets, isolate=True) for engine in ("onnxruntime", "openvino"))
+    ort_run, ov_run = (checks.run(alone, engine, sets, isolate=True) for engine in (ONNXRUNTIME, OPENVINO))
     if not (ort_run.ok and ov_run.ok):
         return f"not measured: {(ort_run.error or ov_run.error)}", None
     diff = _largest(ov_run, ort_run)
@@ -113,7 +114,7 @@ def _rnnconv_ir(alone, q: onnx_quantized.QuantizedLSTM, sets, ort_run) -> str:
         graph = from_onnx.convert(alone.onnx).graph
         with open(bin_path, "wb") as f:
             xml.write_bytes(ov_writer.write_to(graph, f))
-        run = checks.run(ir_model(graph, "rnnconv's IR", xml, bin_path), "openvino", sets, isolate=True)
+        run = checks.run(ir_model(graph, "rnnconv's IR", xml, bin_path), OPENVINO, sets, isolate=True)
         if not run.ok:
             return f"; rnnconv to-openvino's IR not measured: {run.error}"
         return f"; rnnconv to-openvino's IR: max |diff| {_largest(run, ort_run):.3g}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rnnconv import io
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
+from rnnconv.engine import ONNXRUNTIME, OPENVINO
 from rnnconv.passes.fuse_cells import candidates
 from rnnconv.runtimes import node_findings, quantized_findings
 from rnnconv.verification.model import load_input
@@ -12,7 +13,7 @@ from rnnconv.verification.model import load_input
 def runtimes(rn) -> dict[str, list[str]]:
     """For each runtime, the reasons it cannot run this node as is (empty list: it can)."""
     findings = quantized_findings if isinstance(rn, onnx_quantized.QuantizedLSTM) else node_findings
-    return {rt: [f.problem for f in findings(rn, rt)] for rt in ("onnxruntime", "openvino")}
+    return {rt: [f.problem for f in findings(rn, rt)] for rt in (ONNXRUNTIME, OPENVINO)}
 
 
 def describe(rn) -> dict:

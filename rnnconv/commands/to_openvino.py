@@ -38,7 +38,7 @@ from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.dialects.openvino import from_onnx, frontend, ops, quantized, shapes
 from rnnconv.dialects.openvino import reader as ov_reader
 from rnnconv.dialects.openvino import writer as ov_writer
-from rnnconv.engine import openvino_runtime
+from rnnconv.engine import AUTO, OPENVINO, RNNCONV, ROUTES, openvino_runtime
 from rnnconv.errors import IOFailure, Unsupported, UsageError
 from rnnconv.passes.ir_transpose_fold import FoldIRTransposes
 from rnnconv.passes.settle_ifs import settle
@@ -65,7 +65,6 @@ def translate(model: ir.Model, fp16: bool = False, release=io.release_pages) -> 
     return conversion
 
 
-ROUTES = ("auto", "rnnconv", "openvino")
 IMPORT_WOULD = ("OpenVINO's ONNX import converts them, with every recurrent node still mapped by rnnconv, when the "
                 "openvino package is installed")
 
@@ -77,7 +76,7 @@ class ToOpenVINO:
     float16's tolerance and says so when a check fails. `runtime`, `isolate`: see to_openvino."""
 
     fp16: bool = False
-    route: str = "auto"
+    route: str = AUTO
     runtime: Optional[bool] = None
     isolate: bool = False
     command = "to-openvino"
@@ -125,7 +124,7 @@ class ToOpenVINO:
             try:
                 converted = translate(model, self.fp16)
             except Unsupported as err:
-                if self.route == "rnnconv":
+                if self.route == RNNCONV:
                     raise
                 if not openvino_runtime.available():
                     if isinstance(err, from_onnx.OtherOpUnsupported):
@@ -219,7 +218,7 @@ class ToOpenVINO:
 
 
 def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, bool] = "full",
-                force: bool = False, runtime: Optional[bool] = None, isolate: bool = False, route: str = "auto",
+                force: bool = False, runtime: Optional[bool] = None, isolate: bool = False, route: str = AUTO,
                 options: Optional[checks.CheckOptions] = None, **check) -> conversion.Result:
     """Convert; verify; write `out_xml` and its .bin (when given). Returns Result(IR graph, report).
 
@@ -241,7 +240,7 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
 def _route(model: ir.Model, route: str) -> Optional[str]:
     """None for rnnconv's own writer, else why the model goes through OpenVINO's ONNX import. Ops outside
     rnnconv's table without the openvino package: Unsupported naming them and the install command."""
-    if route == "openvino":
+    if route == OPENVINO:
         if not openvino_runtime.available():
             raise Unsupported("route=openvino needs the openvino package", fixes=(openvino_runtime.INSTALL,))
         return "asked for (route=openvino)"
@@ -249,9 +248,9 @@ def _route(model: ir.Model, route: str) -> Optional[str]:
     if not bad:
         return None
     why = f"op type(s) outside rnnconv's own OpenVINO table: {', '.join(bad)}"
-    if route == "rnnconv":
+    if route == RNNCONV:
         raise Unsupported(f"cannot convert to OpenVINO IR with rnnconv's own writer: {why}",
-                          fixes=("route=auto",) if openvino_runtime.available() else (openvino_runtime.INSTALL,))
+                          fixes=(f"route={AUTO}",) if openvino_runtime.available() else (openvino_runtime.INSTALL,))
     if not openvino_runtime.available():
         raise Unsupported(f"cannot convert to OpenVINO IR: {why}. {IMPORT_WOULD}", fixes=(openvino_runtime.INSTALL,))
     return why

@@ -14,6 +14,7 @@ import numpy as np
 
 from rnnconv import io
 from rnnconv.dialects import onnx_quantized
+from rnnconv.engine import ONNXRUNTIME, OPENVINO
 from rnnconv.errors import BadInput, Unsupported, UsageError
 from rnnconv.verification.checks import CheckOptions, input_sets, merge_placements, placements_note, runnable_sets
 from rnnconv.verification.engines import ENGINES, CannotRun, run
@@ -143,7 +144,7 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
             saved_outputs.update({f"{prefix}{side}.{eng}/{n}": v for n, v in outs.items() if n in names})
             if (side, eng) == baseline:
                 continue
-            if eng == "onnxruntime" and only_ort.get(side) and (side, "rnnconv") in results:
+            if eng == ONNXRUNTIME and only_ort.get(side) and (side, "rnnconv") in results:
                 same = (f"{side}[onnxruntime]: not compared, the same runtime as {side}[rnnconv] (rnnconv's engine "
                         f"ran the whole {side} model in onnxruntime)")
                 report.notes.extend([] if same in report.notes else [same])
@@ -182,7 +183,7 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
 def _approximates(engine: str, model) -> bool:
     """OpenVINO reading an ONNX model that holds a DynamicQuantizeLSTM: an approximation of the op by nature
     (`rnnconv check --target openvino` measures it), not a runtime bug."""
-    return engine == "openvino" and model.format == "onnx" and onnx_quantized.holds(model.onnx)
+    return engine == OPENVINO and model.format == "onnx" and onnx_quantized.holds(model.onnx)
 
 
 def _savez(path, arrays: Mapping[str, np.ndarray]) -> None:

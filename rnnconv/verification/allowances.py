@@ -9,7 +9,7 @@ from typing import Optional
 
 from rnnconv import runtimes
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
-from rnnconv.engine import ir_graph
+from rnnconv.engine import ONNXRUNTIME, ir_graph
 from rnnconv.verification.model import Model
 
 # Peak memory of OpenVINO's CPU plugin compiling an IR, per byte of its constants (measured with OpenVINO 2026.4
@@ -97,7 +97,7 @@ def runtime_rounding(before: Model, after: Model) -> Optional[str]:
 
 def known_refusal(model: Model, engine: str) -> Optional[str]:
     """The refusal `rnnconv.runtimes` knows for this model and runtime (layout=1 in onnxruntime...), or None."""
-    if model.format != "onnx" or engine != "onnxruntime":
+    if model.format != "onnx" or engine != ONNXRUNTIME:
         return None
     found = [f for rn in onnx_recurrent.find(model.onnx) for f in runtimes.node_findings(rn, engine)
              if f.effect == runtimes.REFUSES]

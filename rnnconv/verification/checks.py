@@ -36,7 +36,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.engine import openvino_runtime
+from rnnconv.engine import ONNXRUNTIME, OPENVINO, RNNCONV, openvino_runtime
 from rnnconv.engine.onnx_graph import REFERENCE, Placements
 from rnnconv.errors import BadInput, RnnconvError, human_size
 from rnnconv.verification import allowances, engines
@@ -302,7 +302,7 @@ def check_models(before: Model, after: Model, options: CheckOptions, *, placemen
         raise BadInput(f"no whole-model check could run: {gaps[0]}", fixes=("verify=node",))
     placed: dict = {} if placements is None else placements
     for r in ran:
-        if r.engine == "rnnconv" and r.ok and r.placements:
+        if r.engine == RNNCONV and r.ok and r.placements:
             merge_placements(placed.setdefault("source" if r.model is before else "converted", {}), r.placements)
     note = placements_note(placed)
     notes.extend([note] if note else [])
@@ -319,10 +319,10 @@ def placements_note(placements: Mapping[str, Placements]) -> Optional[str]:
             for place, n in counts.items():
                 by_place.setdefault(place, []).append((op, n))
         parts = []
-        if "onnxruntime" in by_place:
+        if ONNXRUNTIME in by_place:
             n = sum(n for _, n in by_place["onnxruntime"])
             parts.append(f"onnxruntime {n} node{'s' if n > 1 else ''}")
-        if "rnnconv" in by_place:
+        if RNNCONV in by_place:
             parts.append("rnnconv " + ", ".join(f"{op} {n}" for op, n in by_place["rnnconv"]))
         if REFERENCE in by_place:
             parts.append(f"{REFERENCE} (no onnxruntime kernel) " + ", ".join(f"{op} {n}"
@@ -340,7 +340,7 @@ def placements_note(placements: Mapping[str, Placements]) -> Optional[str]:
 
 def only_onnxruntime(run: Run) -> bool:
     """Whether rnnconv's engine ran this whole model in onnxruntime: compared with onnxruntime, it checks nothing."""
-    return (run.engine == "rnnconv" and run.ok and bool(run.placements)
+    return (run.engine == RNNCONV and run.ok and bool(run.placements)
             and all(set(counts) == {"onnxruntime"} for counts in run.placements.values()))
 
 
@@ -406,7 +406,7 @@ def _check_models(before: Model, after: Model, options: CheckOptions, *, ran: li
     # The runtimes: each model in its own (onnxruntime for ONNX, OpenVINO for IR).
     def runtime_run(model: Model) -> tuple[Optional[Run], Optional[str]]:
         engine = _runtime_of(model)
-        if engine == "openvino":
+        if engine == OPENVINO:
             if not use_openvino:
                 why = f"{engines.label(engine, model)}: {openvino_runtime.NOT_INSTALLED}"
                 return None, (why if runtime is None else None)
@@ -428,7 +428,7 @@ def _check_models(before: Model, after: Model, options: CheckOptions, *, ran: li
         return out, None
 
     def stand_in(model: Model) -> Run:
-        if ref.engine == "rnnconv" and ref.model is model:
+        if ref.engine == RNNCONV and ref.model is model:
             return ref
         ran.append(run(model, "rnnconv", sets, precision=precision))
         return ran[-1]
