@@ -279,3 +279,18 @@ def test_engine_route_and_target_names_are_compared_by_name():
             if named and re.search(r"engine|target|route|place|\beng\b|\bt\b", others):
                 found.append(f"{name}:{n.lineno}")
     assert found == []
+
+
+def test_the_names_users_type_are_the_documented_ones():
+    """The names the docs tell users to type (docs/verification.md, openvino.md, commands.md), written here:
+    --engine, --route and --target take these (a renamed engine or route breaks every script naming it)."""
+    from rnnconv.cli import cli
+
+    def choices(command: str) -> dict:
+        return {p.name: list(p.type.choices) for p in cli.commands[command].params if hasattr(p.type, "choices")}
+
+    assert choices("verify")["engine"] == ["rnnconv", "onnxruntime", "openvino", "all"]
+    assert choices("to-openvino")["route"] == ["auto", "rnnconv", "openvino"]
+    assert choices("check")["targets"] == ["onnxruntime", "openvino", "onnx-reference"]
+    defaults = {p.name: p.default for c in ("verify", "to-openvino") for p in cli.commands[c].params}
+    assert (defaults["engine"], defaults["route"]) == ("rnnconv", "auto")
