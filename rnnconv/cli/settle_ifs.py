@@ -6,8 +6,10 @@ from rnnconv.cli.batch import converting
 from rnnconv.cli.helptext import filled
 from rnnconv.cli.options import option
 
+VERIFY_MODES = ("full", "none")  # no recurrent node is rewritten: no node to check alone
 
-@converting("settle-ifs", progress=True)
+
+@converting("settle-ifs", progress=True, verify_modes=VERIFY_MODES)
 @option("--external-data", is_flag=True, help="Keep the weights in OUT.data beside OUT (the default when the "
                                               "source has external data or its weights pass 1.8 GB).")
 @filled
@@ -19,7 +21,7 @@ def command(external_data):
     {EXIT_UNSUPPORTED} when an If's rank is decided at run time (both branches run).
 
     \b
-    Example: rnnconv settle-ifs fixtures/settle_ifs/if_squeeze_lstmcell_legacy16.onnx -o out/settled.onnx
+    Example: rnnconv settle-ifs fixtures/settle_ifs/if_squeeze_lstmcell_legacy16.onnx -o out/settled.onnx --dim x:2=1
     """
     from rnnconv.commands.settle_ifs import settle  # on use: `rnnconv --help` stays light
 

@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from rnnconv import conversion, io
 from rnnconv.dialects.onnx_recurrent import node_label
-from rnnconv.errors import Unsupported
+from rnnconv.errors import Unsupported, UsageError
 from rnnconv.passes.base import PassResult
 from rnnconv.passes.settle_ifs import SettleIfs, Settled, ifs
 from rnnconv.verification.checks import CheckOptions
@@ -55,10 +55,14 @@ def _plan(model: ir.Model, report) -> list:
 def settle(source, output=None, *, verify: str = "full", force: bool = False,
            external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
            **check) -> conversion.Result:
-    """Settle `source`'s Ifs, verify, write `output` when given: a Result (the settled onnx_ir Model, and the
-    report: each If settled, which branch and why, in its rewrites). `source` (a path, ModelProto or onnx_ir
-    Model) is never modified. `options` (or its keywords `check`: seed, runs, dims, ranges, inputs, atol, rtol): how the model
-    is verified (see CheckOptions)."""
+    """Settle `source`'s Ifs, verify (`verify`: "full", the whole model before against after, or "none"), write
+    `output` when given: a Result (the settled onnx_ir Model, and the report: each If settled, which branch and
+    why, in its rewrites). `source` (a path, ModelProto or onnx_ir Model) is never modified. `options` (or its
+    keywords `check`: seed, runs, dims, ranges, inputs, atol, rtol): how the model is verified (see
+    CheckOptions)."""
+    if verify == "node":
+        raise UsageError("verify='node' checks each rewritten recurrent node alone, and settle-ifs rewrites none: "
+                         "verify='full' (the whole model) or 'none'", fixes=("verify=full",))
     if isinstance(source, ir.Model):
         source = source.clone()  # the pipeline works on the model it loads, which for an onnx_ir Model is itself
     translator = conversion.Passes("settle-ifs", _plan, external_data=external_data)

@@ -152,3 +152,12 @@ def test_settled_then_openvino_s_own_conversion_runs_it():
     for feeds, got in zip(sets, pickle.loads(proc.stdout)):
         for name, want in zip(("out", "stateN"), _ort(SQUEEZE, feeds)):
             np.testing.assert_allclose(got[name], want, atol=1e-5, rtol=1e-5, err_msg=name)
+
+
+def test_there_is_no_node_to_check_alone():
+    from rnnconv.errors import UsageError
+
+    with pytest.raises(UsageError, match="settle-ifs rewrites none"):
+        rnnconv.settle_ifs(SQUEEZE, verify="node")
+    code, _, err = run_cli(["settle-ifs", SQUEEZE, "-o", "unused.onnx", "--verify", "node"])
+    assert code == 2 and "'node' is not one of 'full', 'none'" in err
