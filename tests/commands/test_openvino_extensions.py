@@ -22,7 +22,7 @@ import pytest
 import rnnconv
 from rnnconv.errors import Unsupported
 from tests.conftest import REPO, feeds, if_lstm, recurrent_model, reference
-from tests.quantized_models import float_lstm, ort_run, quantize, weights_as_inputs
+from tests.quantized_models import float_lstm, float_lstm_in_if, ort_run, quantize, weights_as_inputs
 
 INSTALL = "pip install 'rnnconv[openvino]'"
 TOL, QUANTIZED_TOL = 1e-5, 1e-4
@@ -120,6 +120,12 @@ def converted(tmp_path_factory):
     for extension in (True, False):
         jobs.append({"path": str(path), "extension": extension, "feeds": sets})
         expected.append(("dynamic_quantize_lstm_bidirectional", extension, want))
+    # ... and in an If body (quantize_dynamic with EnableSubgraph), both branches taken
+    path = quantize(float_lstm_in_if(), folder, "quantized_in_if", op_types_to_quantize=["LSTM"],
+                    extra_options={"EnableSubgraph": True})
+    sets = [{"X": rng.standard_normal((7, 3, 6)).astype(np.float32), "cond": np.array(cond)} for cond in (True, False)]
+    jobs.append({"path": str(path), "extension": True, "feeds": sets})
+    expected.append(("dynamic_quantize_lstm_in_if_body", True, [ort_run(path, f, threads=1) for f in sets]))
     tmp = folder / "tmp"
     answers, torch = openvino_convert(jobs, tmp)
     assert list(tmp.iterdir()) == [], "temporary files left behind"
@@ -127,8 +133,8 @@ def converted(tmp_path_factory):
     return {(name, ext): (got, want) for (name, ext, want), got in zip(expected, answers)}
 
 
-CASES = [*SIX, *MORE, "dynamic_quantize_lstm_bidirectional"]
-# The module's fixture converts and compiles 22 models in OpenVINO (one child process): about 15 s unloaded.
+CASES = [*SIX, *MORE, "dynamic_quantize_lstm_bidirectional", "dynamic_quantize_lstm_in_if_body"]
+# The module's fixture converts and compiles 23 models in OpenVINO (one child process): about 15 s unloaded.
 slow = pytest.mark.slow
 
 
@@ -156,6 +162,7 @@ def test_openvino_alone_is_wrong_or_refuses(converted, name):
     assert worst > WRONG, f"OpenVINO alone now runs {name} within {worst:.3g}: the test should say so"
 
 
+@slow  # a child process importing OpenVINO and converting: seconds
 def test_a_refusal_names_the_node_and_rnnconv_reason(tmp_path):
     """A DynamicQuantizeLSTM whose weights are graph inputs: rnnconv's reason and its fix in OpenVINO's error; the
     node named by its X without the model, by its name with it."""
@@ -174,6 +181,7 @@ def test_a_refusal_names_the_node_and_rnnconv_reason(tmp_path):
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
+@slow  # a child process importing OpenVINO and converting: seconds
 def test_a_model_that_is_not_the_one_converted_is_named(tmp_path):
     pytest.importorskip("openvino")
     path, other = tmp_path / "m.onnx", tmp_path / "other.onnx"

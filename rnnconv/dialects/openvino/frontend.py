@@ -47,7 +47,7 @@ from rnnconv import schemas
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.dialects.openvino import writer as ov_writer
 from rnnconv.dialects.openvino.from_onnx import Conversion
-from rnnconv.errors import BadInput, RnnconvError, Unsupported
+from rnnconv.errors import BadInput, RnnconvError, Unsupported, first_line
 
 # Chains of these ops over Constants are evaluated (Node.evaluate) and given to rnnconv as constants: an fp16
 # initializer behind a Cast, a weight stored transposed. Anything else is a run-time input.
@@ -397,10 +397,16 @@ def _from_context(op: str, ctx, inputs: list) -> _Node:
     needs 22, anything else reads as 14 (7 and 14 differ by `layout`, which defaults to 0). Messages name it by
     its X (the context gives no node name)."""
     quantized = op == onnx_quantized.OP
+    x = sorted(inputs[0].get_names()) if inputs and not _absent(inputs[0]) else []
+    label = f"{op} node with input X {x[0]!r}" if x else f"{op} node"
     attributes = []
     for name, kind in _ATTRIBUTES.items():
         if ctx.has_attribute(name):
-            value = ctx.get_attribute(name)
+            try:
+                value = ctx.get_attribute(name)
+            except Exception as err:  # an attribute of another type than the spec's
+                raise BadInput(f"{label}: attribute {name!r} cannot be read as the spec's "
+                               f"{kind.name.lower()} ({first_line(err)})") from None
             attributes.append(ir.Attr(name, kind, list(value) if isinstance(value, (list, tuple)) else value))
     present = {a.name for a in attributes}
     if quantized:
@@ -411,8 +417,6 @@ def _from_context(op: str, ctx, inputs: list) -> _Node:
         version = onnx_recurrent.VERSIONS[op][-1]
     else:
         version = onnx_recurrent.LAYOUT_SINCE
-    x = sorted(inputs[0].get_names()) if inputs and not _absent(inputs[0]) else []
-    label = f"{op} node with input X {x[0]!r}" if x else f"{op} node"
     return _Node(op, onnx_quantized.DOMAIN if quantized else "", version, attributes, "", label)
 
 
