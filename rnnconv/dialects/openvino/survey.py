@@ -82,8 +82,8 @@ def survey(xml, bin_path=None, *, opset: int) -> Survey:
     except (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError) as err:
         refusal = f"malformed IR ({type(err).__name__}: {err})"
     kept = []
-    for layer, rec in found:
-        if rec.type in CELLS and any(rec.path.startswith(p.path + "/") and p.path in mapped for _, p in found
+    for rec in found:
+        if rec.type in CELLS and any(rec.path.startswith(p.path + "/") and p.path in mapped for p in found
                                      if p.type == "TensorIterator"):
             continue  # one cell step of a TensorIterator from-openvino makes one node: listed as the TensorIterator
         if refusal is not None:
@@ -103,18 +103,17 @@ def survey(xml, bin_path=None, *, opset: int) -> Survey:
 
 
 def _recurrent(graph: IRGraph, path: str = ""):
-    """(layer, RecurrentLayer) for every recurrent layer of `graph` and its bodies, outer ones first."""
+    """A RecurrentLayer for every recurrent layer of `graph` and its bodies, outer ones first."""
     for layer in graph.layers:
         if layer.type in SEQUENCES or layer.type in CELLS:
-            yield layer, RecurrentLayer(path + layer.name, layer.type, layer.version,
-                                        SEQUENCES.get(layer.type) or CELLS[layer.type], _attributes(layer))
+            yield RecurrentLayer(path + layer.name, layer.type, layer.version,
+                                 SEQUENCES.get(layer.type) or CELLS[layer.type], _attributes(layer))
         elif layer.type in LOOPS and layer.body is not None:
             cells = [inner for inner in layer.body.layers if inner.type in CELLS]
             # one cell in the body: the recurrence is that cell's (from-openvino may make it one node)
             kind, attributes = (CELLS[cells[0].type], _attributes(cells[0])) if len(cells) == 1 else (None, {})
-            yield layer, RecurrentLayer(path + layer.name, layer.type, layer.version, kind,
-                                        {**attributes, "body_layers": len(layer.body.layers),
-                                         "cells": [c.type for c in cells]})
+            yield RecurrentLayer(path + layer.name, layer.type, layer.version, kind,
+                                 {**attributes, "body_layers": len(layer.body.layers), "cells": [c.type for c in cells]})
         if layer.body is not None:
             yield from _recurrent(layer.body, f"{path}{layer.name}/body/")
         for branch, (body, _) in layer.branches.items():
