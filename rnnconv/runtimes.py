@@ -144,3 +144,49 @@ def quantized_findings(q, target: str, model: str = "MODEL", measured: str = "",
         return [Finding(target, q.name, q.op, q.version, REFUSES, "onnx's ReferenceEvaluator has no com.microsoft "
                         "ops", f"{fix['dequantize']}; or {fix['engine']}")]
     raise UsageError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+
+
+# -- OpenVINO IR ------------------------------------------------------------------------------------------------
+
+def ir_model_findings(target: str, survey, model: str = "MODEL") -> list[Finding]:
+    """What `target` does with an IR model as a whole (`survey`: dialects.openvino.survey.Survey): onnxruntime
+    and onnx's reference run it only as ONNX, after from-openvino, which may refuse it; OpenVINO's CPU plugin may
+    need static input shapes."""
+    if target == "openvino":
+        if survey.dynamic_rank is None:
+            return []
+        return [Finding(target, "(model)", "IR", survey.ir_version, REFUSES,
+                        f"OpenVINO's CPU plugin compiles it only at static input shapes ({survey.dynamic_rank}, a "
+                        f"dynamic rank at compile time)", "none needed in rnnconv: reshape the model to your input "
+                                                          "sizes (ov.Model.reshape) before compile_model")]
+    if target not in TARGETS:
+        raise UsageError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    if survey.refusal is None:
+        return []
+    return [Finding(target, "(model)", "IR", survey.ir_version, REFUSES,
+                    f"{target} reads ONNX, and from-openvino cannot convert this IR: {survey.refusal}",
+                    "none in rnnconv: keep the model in OpenVINO, or export its source to ONNX")]
+
+
+def ir_layer_findings(layer, target: str, model: str = "MODEL",
+                      converted: Optional[onnx_recurrent.RecurrentNode] = None) -> list[Finding]:
+    """What `target` does with one recurrent IR layer (dialects.openvino.survey.RecurrentLayer): OpenVINO runs the
+    IR itself (its CPU plugin compiles relu, sigmoid and tanh only); the others run `converted`, the ONNX node
+    from-openvino makes of it, whose findings are `node_findings`' with from-openvino's command first."""
+    version = int("".join(ch for ch in layer.version if ch.isdigit()) or 0)
+    if target == "openvino":
+        names = [a for a in layer.attributes.get("activations", ()) if a.lower() not in OPENVINO_ACTIVATIONS.values()]
+        if not names:
+            return []
+        return [Finding(target, layer.path, layer.type, version, REFUSES,
+                        f"activations {names}: the CPU plugin fails to compile them (it runs relu, sigmoid, tanh "
+                        f"only)", "rnnconv to-openvino on the ONNX source (an explicit recurrence computes them)")]
+    if target not in TARGETS:
+        raise UsageError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    if converted is None:
+        return []
+    stem = Path(model).stem
+    first = f"rnnconv from-openvino {model} -o {stem}.onnx, then "
+    return [dataclasses.replace(f, node=layer.path, op=layer.type, version=version, fix=first + f.fix,
+                                problem=f"after from-openvino (ONNX {converted.op}-{converted.version}): {f.problem}")
+            for f in node_findings(converted, target, f"{stem}.onnx")]

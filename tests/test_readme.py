@@ -14,8 +14,9 @@ Conventions (the README's "Reading the examples" says them to readers):
 - Output is compared line by line after masking numbers (ints, floats, exponents -> <n>; digits inside names such
   as `lstm7` or `float32` stay), the run folder's path and other temporary paths, and runs of spaces (table
   columns move with their numbers): numbers may move, words may not.
-- ```python blocks run too, in order, as scripts (exit 0; their output is not compared); the README's first
-  ```bash block's `rnnconv` command (the install line) runs first. A docs page has no ```bash block.
+- ```python blocks run too, in order, as scripts (exit 0; their output is not compared); a block with a line
+  ending in `# with openvino` (an import, say) runs only in that run. The README's first ```bash block's
+  `rnnconv` command (the install line) runs first. A docs page has no ```bash block.
 - Examples start in a folder holding only `fixtures` (a link to the shipped ones): a file an example reads must be
   shipped or made by an earlier example of the same page. Everything they write lands under `out/`, which
   .gitignore lists.
@@ -90,7 +91,9 @@ def parse(text: str, page: str = "README.md") -> list[Step]:
             assert len(command) == 2, "the first ```bash block installs rnnconv and runs one rnnconv command"
             steps.insert(0, Step(page, start, "rnnconv", "rnnconv " + command[1].strip(), shown=False))
         elif lang == "python":
-            steps.append(Step(page, start, "script", body, shown=False))
+            modes = {mode for mode in (_marked(line.rstrip())[1] for line in body.splitlines()) if mode}
+            assert len(modes) <= 1, f"{page} line {start}: a python block runs with or without openvino, not both"
+            steps.append(Step(page, start, "script", body, mode=next(iter(modes), None), shown=False))
         elif lang in ("console", "text"):
             current = None
             for i, raw in enumerate(body.splitlines()):

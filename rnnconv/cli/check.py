@@ -20,7 +20,9 @@ from rnnconv.errors import EXIT_VERIFY
 @filled
 def command(model, targets, as_json):
     """List every recurrent node of MODEL that a runtime (--target) cannot run, or will run wrongly without saying
-    so, each with the rnnconv command that fixes it. Exit {EXIT_VERIFY} when anything is found (for CI gates).
+    so, each with the rnnconv command that fixes it. An OpenVINO IR MODEL (.xml): what from-openvino makes of each
+    recurrent layer, and what each runtime refuses in the IR (openvino) or in the ONNX from-openvino writes. Exit
+    {EXIT_VERIFY} when anything is found (for CI gates).
 
     \b
     Example: rnnconv check fixtures/lstm14_layout1_all_features.onnx --target openvino --target onnxruntime

@@ -1,5 +1,7 @@
 """`check`: every recurrent node of a model that a runtime cannot run, or will run wrongly without saying so,
-with the rnnconv command that fixes each (the facts: `rnnconv.runtimes`)."""
+with the rnnconv command that fixes each (the facts: `rnnconv.runtimes`). An OpenVINO IR model (.xml): what
+from-openvino makes of each recurrent layer, what onnxruntime and onnx's reference would refuse in the ONNX it
+writes, and what OpenVINO's CPU plugin refuses in the IR itself."""
 
 from __future__ import annotations
 
@@ -12,10 +14,20 @@ import numpy as np
 from rnnconv import schemas
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.engine import ONNXRUNTIME, OPENVINO
+from rnnconv.dialects.openvino import survey as ir_survey
+from rnnconv.engine.onnxruntime_runtime import newest_common_opset
 from rnnconv.errors import UsageError
 from rnnconv.passes import settle_ifs
 from rnnconv.passes.fuse_cells import candidates
-from rnnconv.runtimes import REFUSES, TARGETS, Finding, node_findings, quantized_findings
+from rnnconv.runtimes import (
+    REFUSES,
+    TARGETS,
+    Finding,
+    ir_layer_findings,
+    ir_model_findings,
+    node_findings,
+    quantized_findings,
+)
 from rnnconv.verification.model import load_input
 
 def _label(model) -> str:
@@ -59,7 +71,8 @@ def rank_findings(model, label: str) -> list[Finding]:
                "shape), which the ops behind it that need a static rank (Conv, ReduceMean, LSTM...) refuse")
     found = [Finding(OPENVINO, name, "If", version, REFUSES,
                      f"{problem}; its other branch fails on every input, so rnnconv keeps the one that runs",
-                     f"rnnconv to-openvino {label} -o {Path(label).stem}.xml")
+                     f"rnnconv to-openvino {label} -o {Path(label).stem}.xml, or for OpenVINO's own conversion: "
+                     f"rnnconv settle-ifs {label} -o {Path(label).stem}.settled.onnx")
              for name in settled.by_failure]
     for p in settled.polymorphic:
         found.append(Finding(OPENVINO, p.node, "If", version, REFUSES, f"{problem}; {p}",
@@ -121,8 +134,11 @@ def _rnnconv_ir(alone, q: onnx_quantized.QuantizedLSTM, sets, ort_run) -> str:
 
 
 def check(model, targets: Iterable[str] = TARGETS) -> dict:
-    """A JSON-ready report: the model, the targets, the number of recurrent nodes and every finding."""
+    """A JSON-ready report: the model, the targets, the number of recurrent nodes and every finding (a .xml path:
+    OpenVINO IR, see `check_ir`)."""
     targets = _valid(targets)
+    if ir_survey.is_ir(model):
+        return check_ir(model, targets)
     m = load_input(model)
     nodes, quantized = onnx_recurrent.find(m), onnx_quantized.find(m)
     found = _findings(m, nodes, quantized, targets, _label(model))
@@ -130,12 +146,36 @@ def check(model, targets: Iterable[str] = TARGETS) -> dict:
             "ok": not found, "findings": [f.as_dict() for f in found], "unrolled": candidates(m)}
 
 
+def check_ir(xml, targets: Iterable[str] = TARGETS, bin=None) -> dict:
+    """`check` of an OpenVINO IR model: the report also says what from-openvino makes of each recurrent layer
+    (`layers`) and the command the other runtimes read the model through (`via`)."""
+    targets = _valid(targets)
+    survey = ir_survey.survey(xml, bin, opset=newest_common_opset())
+    label = _label(xml)
+    found = []
+    for t in targets:
+        found += ir_model_findings(t, survey, label)
+        for layer in survey.recurrent:
+            found += ir_layer_findings(layer, t, label, survey.converted.get(layer.path))
+    return {"model": label, "format": "openvino-ir", "targets": targets, "recurrent_nodes": len(survey.recurrent),
+            "ok": not found, "findings": [f.as_dict() for f in found],
+            "layers": [{"name": r.path, "type": r.type, "version": r.version, "from_openvino": r.from_openvino}
+                       for r in survey.recurrent],
+            "via": f"rnnconv from-openvino {label} -o {Path(label).stem}.onnx", "unrolled": []}
+
+
 def lines(report: dict) -> list[str]:
-    out = []
+    ir = report.get("format") == "openvino-ir"
+    out = [f"from-openvino: {layer['name']} ({layer['type']}): {layer['from_openvino']}"
+           for layer in report.get("layers", ())]
     for t in report["targets"]:
         mine = [f for f in report["findings"] if f["target"] == t]
         if not mine:
-            out.append(f"{t}: runs all {report['recurrent_nodes']} recurrent node(s) as the spec says")
+            if ir:
+                via = "" if t == "openvino" else f" after {report['via']}"
+                out.append(f"{t}: runs all {report['recurrent_nodes']} recurrent layer(s){via}")
+            else:
+                out.append(f"{t}: runs all {report['recurrent_nodes']} recurrent node(s) as the spec says")
             continue
         out.append(f"{t}: {len(mine)} finding(s)")
         for f in mine:

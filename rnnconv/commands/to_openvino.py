@@ -237,6 +237,37 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
                           output=out_xml, verify=mode, force=force)
 
 
+def openvino_extensions(model=None) -> list:
+    """The conversion extensions that make OpenVINO's own conversion map every ONNX GRU / LSTM / RNN node (versions
+    1-22, layout 0 and 1, every attribute, in If / Loop / Scan bodies too) and com.microsoft DynamicQuantizeLSTM
+    as to-openvino does: `ov.convert_model("m.onnx", extension=rnnconv.openvino_extensions())`.
+
+    Each node is read from what OpenVINO's import gives the extension (its attributes, its inputs' types and
+    shapes, its constant weights) and converted alone by rnnconv's mapping; no file is left behind. `model` (a
+    path, ModelProto or onnx_ir Model: the model being converted) adds the nodes' names and versions to messages.
+    A node rnnconv refuses fails OpenVINO's conversion with rnnconv's reason in OpenVINO's error. Nothing is
+    verified here (the conversion is OpenVINO's): `rnnconv to-openvino` checks what it writes."""
+    if not openvino_runtime.available():
+        raise Unsupported("openvino_extensions needs the openvino package", fixes=(openvino_runtime.INSTALL,))
+    loaded = load_input(model) if model is not None else None
+    try:
+        return frontend.extensions(_node_translation, loaded)
+    except ImportError as err:
+        raise Unsupported(f"openvino_extensions: {openvino_runtime.cannot_import(err)}") from err
+
+
+def _node_translation(single: ir.Model) -> from_onnx.Conversion:
+    """One node as the extensions convert it: as to-openvino does, a DynamicQuantizeLSTM refused unless its
+    weights are constants."""
+    for q in onnx_quantized.find(single):
+        why = quantized.lowerable(q)
+        if why:
+            raise Unsupported(f"{'; '.join(why)}: rnnconv lowers onnxruntime's run-time quantization only with "
+                              f"constant weights. What would work: dequantize the model first and convert the "
+                              f"float LSTM exactly", fixes=("dequantize",))
+    return translate(single)
+
+
 def _route(model: ir.Model, route: str) -> Optional[str]:
     """None for rnnconv's own writer, else why the model goes through OpenVINO's ONNX import. Ops outside
     rnnconv's table without the openvino package: Unsupported naming them and the install command."""

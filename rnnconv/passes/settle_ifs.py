@@ -85,18 +85,19 @@ class SettleIfs(Pass):
         super().__init__()
         self.by_failure: list[str] = []
         self.polymorphic: list[Polymorphic] = []
+        self.settled: list[tuple[str, str]] = []  # (If node, which branch and why), in the order settled
 
     def call(self, model: ir.Model) -> PassResult:
-        changes: list[str] = []
         if not ifs(model):
             return PassResult(model, False)
         while True:
-            changes += settle_by_shapes(model)  # Case 1
+            self.settled += settle_by_shapes(model)  # Case 1
             step = _settle_by_failure(model)  # Case 2
             if step is None:
                 break
             self.by_failure.append(step[0])
-            changes.append(step[1])
+            self.settled.append(step)
+        changes = [f"If node {name!r}: {what}" for name, what in self.settled]
         self.polymorphic = _roots(model)
         if changes:
             RemoveUnusedNodesPass()(model)
@@ -129,8 +130,8 @@ def settle(model: ir.Model) -> Settled:
     return Settled(copy if result.modified else model, result.changes, settler.by_failure, settler.polymorphic)
 
 
-def settle_by_shapes(model: ir.Model) -> list[str]:
-    """Case 1, until no If is left that the shapes settle."""
+def settle_by_shapes(model: ir.Model) -> list[tuple[str, str]]:
+    """Case 1, until no If is left that the shapes settle: (If node, which branch and why) for each."""
     done = []
     while True:
         shapes, _ = schemas.infer_shapes(model)
@@ -144,13 +145,13 @@ def settle_by_shapes(model: ir.Model) -> list[str]:
             if id(node) not in live:  # in a branch an earlier If of this round dropped
                 continue
             inline(node, BRANCHES[0] if taken else BRANCHES[1])
-            done.append(f"If node {node_label(node)!r}: {BRANCHES[0] if taken else BRANCHES[1]} taken (its "
-                        f"condition is {taken} for every input the declared shapes allow)")
+            done.append((node_label(node), f"{BRANCHES[0] if taken else BRANCHES[1]} taken (its condition is "
+                                            f"{taken} for every input the declared shapes allow)"))
             live = {id(n) for n in ifs(model)}
 
 
 def _settle_by_failure(model: ir.Model) -> Optional[tuple[str, str]]:
-    """Case 2 for the first If it settles: its name and the line saying which branch and why, or None."""
+    """Case 2 for the first If it settles: its name and which branch and why, or None."""
     shapes, error = schemas.infer_shapes(model, strict=True)
     if error is not None:
         return None
@@ -163,7 +164,7 @@ def _settle_by_failure(model: ir.Model) -> Optional[tuple[str, str]]:
             kept = BRANCHES[1 - BRANCHES.index(failed[0])]
             inline(node, kept)
             why = f"{failed[0]} can never reach the outputs: {failures[failed[0]]}"
-            return node_label(node), f"If node {node_label(node)!r}: {kept} kept ({why})"
+            return node_label(node), f"{kept} kept ({why})"
     return None
 
 

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.conftest import recurrent_model, run_cli, run_onnxruntime
 
 T, N, I, H = 5, 2, 3, 4
-COMMANDS = ("upgrade", "downgrade", "layout", "to-openvino", "verify", "inspect", "check")
+COMMANDS = ("upgrade", "downgrade", "layout", "to-openvino", "verify", "inspect", "check", "settle-ifs")
 
 
 def lstm(**kw) -> onnx.ModelProto:
@@ -39,6 +39,7 @@ def argv(command: str, model: Path, out: Path) -> list:
         "verify": ["verify", model, model],
         "inspect": ["inspect", model],
         "check": ["check", model, "--target", "onnxruntime"],
+        "settle-ifs": ["settle-ifs", model, "-o", out / "o.onnx"],
     }[command]
 
 
