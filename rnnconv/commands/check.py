@@ -13,8 +13,8 @@ import numpy as np
 
 from rnnconv import schemas
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
-from rnnconv.engine import ONNXRUNTIME, OPENVINO
 from rnnconv.dialects.openvino import survey as ir_survey
+from rnnconv.engine import ONNXRUNTIME, OPENVINO
 from rnnconv.engine.onnxruntime_runtime import newest_common_opset
 from rnnconv.errors import UsageError
 from rnnconv.passes import settle_ifs

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from rnnconv import io
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
-from rnnconv.engine import ONNXRUNTIME, OPENVINO
 from rnnconv.dialects.openvino import survey as ir_survey
+from rnnconv.engine import ONNXRUNTIME, OPENVINO
 from rnnconv.engine.onnxruntime_runtime import newest_common_opset
 from rnnconv.passes.fuse_cells import candidates
 from rnnconv.runtimes import ir_layer_findings, ir_model_findings, node_findings, quantized_findings
