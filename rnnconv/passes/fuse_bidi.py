@@ -182,5 +182,6 @@ def _merged(planner, fw, rv):
     reads = list({id(v): v for v in fw.inputs + rv.inputs}.values())
     what = (f"{fw.what[0].split(' -> ')[0]} (forward) and {rv.what[0].split(' -> ')[0]} (reverse) -> one {op} node "
             f"(bidirectional, hidden {H})")
+    context = in_order(planner.graph, list({id(n): n for n in fw.context + rv.context}.values()))
     return Fusion(op, node.name, matched, nodes, replaced, reads, inits, [what], fw.steps + rv.steps,
-                  f"{fw.where}, {rv.where}")
+                  f"{fw.where}, {rv.where}", context)
