@@ -17,12 +17,13 @@ pipeline checks the matched nodes against the new ones, then the whole model.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import Optional
 
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.onnx_recurrent import GATES, MODERN_SINCE, constant_array, default_opset, node_label
+from rnnconv.dialects.onnx_recurrent import GATES, MODERN_SINCE, OPS, constant_array, default_opset, node_label
 from rnnconv.passes.base import PassResult, RewritePass
 from rnnconv.passes.edit import Names
 from rnnconv.passes.fuse_bidi import merge
@@ -42,6 +43,8 @@ class NearMiss:
     why: str
 
     def __str__(self) -> str:
+        if self.op in ("Scan", "Loop"):
+            return f"{self.op} {self.where} not fused: {self.why}"
         return f"{self.steps} {self.op} step(s) at {self.where} not fused: {self.why}"
 
 
@@ -448,7 +451,11 @@ def _survey(planner: Planner, bidirectional: bool) -> tuple[list[Fusion], list[N
 def candidates(model: ir.Model) -> list[str]:
     """One line per recurrence `fuse` would fuse, and per near-miss, for `inspect` and `check`."""
     fusions, misses = survey(model)
-    return ([f"{f.steps} unrolled {f.op} step(s) at {f.where}; try rnnconv fuse" for f in fusions]
+    def what(f: Fusion) -> str:
+        body = next((n.op_type for n in f.matched if n.op_type in ("Scan", "Loop")), None)
+        return f"a {body} of one {f.op} step" if body else f"{f.steps} unrolled {f.op} step(s)"
+
+    return ([f"{what(f)} at {f.where}; try rnnconv fuse" for f in fusions]
             + [f"{m} (fuse leaves it alone)" for m in misses])
 
 
@@ -480,13 +487,16 @@ class FusePass(RewritePass):
             counts = {}
             for f in fusions:
                 counts[f.op] = counts.get(f.op, 0) + 1
-            steps = sum(f.steps for f in fusions)
+            bodies = Counter(n.op_type for f in fusions for n in f.matched if n.op_type in ("Scan", "Loop"))
+            steps = sum(f.steps for f in fusions if not any(n.op_type in bodies for n in f.matched))
             kinds = ", ".join(f"{n} {op}" for op, n in counts.items())
-            changes.insert(0, f"fused {len(fusions)} recurrence(s) ({kinds}) from {steps} unrolled step(s)")
+            parts = ([f"{steps} unrolled step(s)"] if steps else []) + [f"{n} {op} node(s)" for op, n in
+                                                                           bodies.items()]
+            changes.insert(0, f"fused {len(fusions)} recurrence(s) ({kinds}) from {' and '.join(parts)}")
         # A node computing in float16 (Keras' mixed precision) is held to float16's tolerance up to the outputs,
         # float32 though they may be: it rounds differently from the ops it replaces.
         fp16 = any(i is not None and i.dtype == ir.DataType.FLOAT16 for f in fusions for n in f.nodes
-                   if n.op_type in ("RNN", "GRU", "LSTM") for i in n.inputs[1:2])
+                   if n.op_type in OPS for i in n.inputs[1:2])
         return PassResult(model, bool(fusions), fusions, changes, {"fp16_weights": True} if fp16 else {})
 
 
