@@ -73,7 +73,7 @@ def test_a_merged_model_goes_through_every_command(command, tmp_path):
         np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_the_merged_model_runs_in_openvino_after_to_openvino(tmp_path):
+def test_the_merged_model_runs_in_openvino_after_to_openvino_and_comes_back(tmp_path):
     pytest.importorskip("openvino")
     from tests.conftest import openvino_outputs
 
@@ -84,5 +84,12 @@ def test_the_merged_model_runs_in_openvino_after_to_openvino(tmp_path):
     assert code == 0, err
     inputs = feeds(model)
     want, got = run_onnxruntime(model, inputs), openvino_outputs(tmp_path / "m.xml", inputs)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
+    code, _, err = run_cli(["from-openvino", tmp_path / "m.xml", "-o", tmp_path / "back.onnx"])  # and back
+    assert code == 0, err
+    back = onnx.load(str(tmp_path / "back.onnx"))
+    assert [o.domain for o in back.opset_import if o.domain in ("", "ai.onnx")] == [""]
+    got = run_onnxruntime(back, inputs)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
