@@ -85,6 +85,7 @@ class Translation:
     finish: Optional[Callable[[], None]] = None  # after the checks, before the verdict (its own further checks)
     failed: str = ""  # said after a failed verdict
     fixes: tuple = ()
+    tolerances: dict = dataclasses.field(default_factory=dict)  # Tolerances facts the translation found
 
 
 class Translator(Protocol):
@@ -132,6 +133,7 @@ def run(source, translator: Translator, options: Optional[checks.CheckOptions] =
     report = Report(translator.command, verified=verify)
     with contextlib.ExitStack() as stack:
         done = translator.translate(loaded, Job(source, out, verify, force, options, report, stack))
+        options = options.holding(**done.tolerances)
         pairs = done.pairs if verify != "none" else []
         whole = verify == "full" and done.before is not None
         total = len(pairs) + whole + (out is not None)
@@ -195,6 +197,7 @@ class Passes:
         interface_before = interface(model)
         opset_before = onnx_recurrent.default_opset(model)
         pairs: list[checks.NodePair] = []
+        tolerances: dict = {}
         rewriting = [p for p in passes if isinstance(p, RewritePass)]
         for p in passes:
             if isinstance(p, RewritePass):
@@ -208,6 +211,7 @@ class Passes:
                 p.observe = observe
             result = p(model)
             report.notes.extend(result.changes)  # what the pass did beside its rewrites
+            tolerances.update(getattr(result, "tolerances", {}))
             if isinstance(p, RewritePass) and result.rewrites:
                 # Scoped to the rewrites' Transposes (and the ones they meet): the rest is not ours to edit.
                 FoldTransposes(scope=[n for r in result.rewrites for n in r.nodes])(model)
@@ -231,7 +235,8 @@ class Passes:
 
         return Translation(model, pairs, onnx_model(original, io.source_name(source)) if original else None,
                            onnx_model(model), write=write,
-                           finish=(lambda: self.finish(model, job)) if self.finish is not None else None)
+                           finish=(lambda: self.finish(model, job)) if self.finish is not None else None,
+                           tolerances=tolerances)
 
 
 def load(source) -> ir.Model:
@@ -386,9 +391,11 @@ def fusion_pair(model: ir.Model, f: Fusion, subject: str) -> checks.NodePair:
     """The nodes a fusion matched and the ones that replace them, as models with the same inputs and outputs."""
     opsets, version = dict(model.opset_imports), max(model.ir_version, 4)
     olds, news = [old for old, _ in f.replaced], [new for _, new in f.replaced]
-    before = extract.extract(f.matched, f.inputs, olds, opsets, version)
+    # The context (a Loop's trip count computed from its sequence's shape) runs in both, on the same inputs.
+    before = extract.extract([*f.context, *f.matched], f.inputs, olds, opsets, version)
     if any(a.type == ir.AttributeType.GRAPH for n in f.matched for a in n.attributes.values()):
         # A body reads captured weights by name: through a proto, it reads the extracted model's copies.
         before = ir.serde.deserialize_model(ir.serde.serialize_model(before))
-    after = extract.extract(f.nodes, f.inputs, news, opsets, version, output_names=[v.name for v in olds])
+    after = extract.extract([*f.context, *f.nodes], f.inputs, news, opsets, version,
+                            output_names=[v.name for v in olds])
     return checks.NodePair(subject, onnx_model(before), onnx_model(after), checks.precision_for(model, []))

@@ -41,15 +41,17 @@ def convert_version(model: ir.Model, target: int) -> ir.Model:
 
 @functools.lru_cache(maxsize=None)
 def schema_formals(op_type: str, version: int, domain: str = "") -> tuple[tuple, tuple]:
-    """The schema's formal inputs and outputs, each as (type parameter, allowed types, variadic): the allowed types
-    as onnx writes them ("tensor(float)", "seq(tensor(int64))"); formals that share a type parameter must have
-    one type."""
+    """The schema's formal inputs and outputs, each as (type parameter, allowed types, variadic, homogeneous): the
+    allowed types as onnx writes them ("tensor(float)", "seq(tensor(int64))"); formals that share a type parameter
+    must have one type, but for the values of a heterogeneous variadic (Loop's and Scan's `V`, If's outputs), each
+    of which may have its own."""
     schema = onnx.defs.get_schema(op_type, version, domain)
     constraints = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
     variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
 
     def formal(f):
-        return f.type_str, constraints.get(f.type_str, frozenset([f.type_str])), f.option == variadic
+        return (f.type_str, constraints.get(f.type_str, frozenset([f.type_str])), f.option == variadic,
+                f.option != variadic or f.is_homogeneous)
 
     return tuple(formal(f) for f in schema.inputs), tuple(formal(f) for f in schema.outputs)
 

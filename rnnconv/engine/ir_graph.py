@@ -75,7 +75,7 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
             if inner is not None and layer.id in inner:
                 value = inner[layer.id]
             else:
-                name = layer.outputs[0].names[0] if layer.outputs[0].names else layer.name
+                name = ovir.parameter_name(layer)
                 if name not in feeds:
                     raise BadInput(f"no value fed for IR Parameter {name!r}")
                 value = np.asarray(feeds[name])

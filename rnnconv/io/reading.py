@@ -139,14 +139,20 @@ def _declared_dims(type_proto: "onnx.TypeProto"):
 
 
 def _check_imports(imports, where: str) -> None:
-    """One version per domain: onnx and onnx_ir silently keep the last of two imports, onnxruntime the first."""
+    """One version per domain: onnx and onnx_ir silently keep the last of two imports, onnxruntime the first. The
+    same version twice (`onnx.compose.merge_models` lists each model's imports) means one thing: kept once."""
     seen: dict[str, int] = {}
-    for o in imports:
+    repeated = []
+    for k, o in enumerate(imports):
         domain = "" if o.domain == "ai.onnx" else o.domain
-        if domain in seen:
+        if domain in seen and seen[domain] != o.version:
             raise BadInput(f"{where} imports domain {o.domain or 'ai.onnx (default)'!r} twice (versions "
                            f"{seen[domain]} and {o.version}): which one it means is ambiguous; keep one")
+        if domain in seen:
+            repeated.append(k)
         seen[domain] = o.version
+    for k in reversed(repeated):
+        del imports[k]
 
 
 # Beyond this many bytes a tensor's size overflows int64, what onnxruntime and OpenVINO count sizes in.

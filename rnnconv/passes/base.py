@@ -39,6 +39,7 @@ class Rewrite:
 class PassResult(ir.passes.PassResult):
     rewrites: list[Rewrite] = dataclasses.field(default_factory=list)
     changes: list[str] = dataclasses.field(default_factory=list)  # what changed beside the rewrites, one line each
+    tolerances: dict = dataclasses.field(default_factory=dict)  # Tolerances facts the rewrites set (fp16_weights)
 
 
 class Pass(ir.passes.InPlacePass):

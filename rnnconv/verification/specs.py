@@ -238,7 +238,7 @@ def _ir_specs(graph) -> dict[str, InputSpec]:
         if not p.outputs:
             raise BadInput(f"IR Parameter {p.name!r} has no <output> port")
         port = p.outputs[0]
-        name = port.names[0] if port.names else p.name
+        name = ovir.parameter_name(p)
         dims = None if port.dims is None else [None if d < 0 else int(d) for d in port.dims]
         specs[name] = InputSpec(name, ovir.numpy_dtype(p.attrs.get("element_type", port.element_type)), dims or [])
         param_of[p.id] = name
