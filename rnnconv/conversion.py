@@ -141,7 +141,7 @@ def run(source, translator: Translator, options: Optional[checks.CheckOptions] =
             tick(next(step), total, "whole model")
             report.checks.extend(checks.check_models(done.before, done.after, options, skipped=report.skipped,
                                                      notes=report.notes, placements=report.placements,
-                                                     **done.whole))
+                                                     exercised=report.exercised, **done.whole))
         if done.finish is not None:
             done.finish()
         if not report.ok:

@@ -38,7 +38,8 @@ BRANCHES = ("then_branch", "else_branch")
 _NUMPY = {"Equal": np.equal, "Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal,
           "LessOrEqual": np.less_equal, "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor,
           "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Not": np.logical_not, "Neg": np.negative,
-          "Abs": np.abs, "Identity": lambda a: a}
+          "Abs": np.abs, "Identity": lambda a: a, "Max": np.maximum, "Min": np.minimum, "Floor": np.floor,
+          "Ceil": np.ceil, "Div": lambda a, b: (np.trunc(a / b).astype(a.dtype) if a.dtype.kind in "iu" else a / b)}
 SHAPE_OPS = ("Shape", "Size")
 
 
@@ -134,7 +135,7 @@ def settle_by_shapes(model: ir.Model) -> list[str]:
     done = []
     while True:
         shapes, _ = schemas.infer_shapes(model)
-        fold = _Fold(shapes)
+        fold = ShapeFold(shapes)
         decided = [(node, fold.condition(node)) for node in ifs(model)]
         decided = [(node, taken) for node, taken in decided if taken is not None]
         if not decided:
@@ -358,7 +359,7 @@ def inline(node: ir.Node, branch: str) -> None:
     graph.remove(node, safe=True)
 
 
-class _Fold:
+class ShapeFold:
     """Values known whatever the input: constants, and what shape ops make of the inferred shapes (a Shape's
     vector may hold unknown dims, as None in an object array, which only Gather / Slice / Concat / Squeeze /
     Unsqueeze / Identity carry along)."""
@@ -391,8 +392,8 @@ class _Fold:
         return self.memo[id(value)]
 
     def shape(self, value: ir.Value) -> Optional[tuple]:
-        if value.producer() is None and value.shape is not None:  # a graph input: its declared dims
-            return tuple(d if isinstance(d, int) else None for d in value.shape)
+        if value.producer() is None and value.shape is not None and self.shapes.get(value.name) is None:
+            return tuple(d if isinstance(d, int) else None for d in value.shape)  # a graph input: its declared dims
         return self.shapes.get(value.name)
 
     def _value(self, value: ir.Value):
