@@ -71,7 +71,8 @@ def min_ir_version(opset: int) -> int:
 
 
 def infer_shapes(model: ir.Model, *, strict: bool = False, inputs: Optional[Mapping[str, Sequence[int]]] = None,
-                 known: Optional[Mapping[str, np.ndarray]] = None) -> tuple[dict, str | None]:
+                 known: Optional[Mapping[str, np.ndarray]] = None, data_prop: bool = False
+                 ) -> tuple[dict, str | None]:
     """What onnx's shape inference says each named value's shape is (a tuple of ints, None where a dim is unknown;
     None for an unknown rank), from the graph inputs' declared shapes and the ops alone: the model's own value_info
     and output shapes are set aside (a stale annotation is no fact). With `strict`, also the first line of onnx's
@@ -96,7 +97,7 @@ def infer_shapes(model: ir.Model, *, strict: bool = False, inputs: Optional[Mapp
         proto.graph.node.extend(kept)
         proto.graph.initializer.extend(onnx.numpy_helper.from_array(np.asarray(a), name) for name, a in known.items())
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=strict)
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=strict, data_prop=data_prop)
     except Exception as err:  # InferenceError (strict mode) or a shape-inference crash on a malformed model
         return {}, (str(err).strip().splitlines() or [type(err).__name__])[0]
     found: dict = {}
