@@ -23,7 +23,7 @@ import onnx_ir as ir
 from rnnconv import schemas
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.onnx_recurrent import constant_array
-from rnnconv.passes.settle_ifs import ShapeFold
+from rnnconv.passes.settle_ifs import ShapeFold, ifs, settle_by_shapes
 from rnnconv.verification.inputs import ROLE_ALIASES
 from rnnconv.verification.model import Model
 from rnnconv.verification.specs import SEQUENCE_OPS, InputSpec
@@ -90,22 +90,22 @@ class Shapes:
             return []
         model = self.model.onnx
         inputs = {v.name: tuple(shapes[v.name]) for v in model.graph.inputs if v.name in shapes}
-        known: dict[str, np.ndarray] = {}
-        for _ in range(_ROUNDS):
-            found, _ = schemas.infer_shapes(model, inputs=inputs, known=known)
-            if all(_dims(found, node) is not None for _, node in self.nodes):
-                break
-            more = _foldable(model, found, known)
-            if not more:
-                break
-            known.update(more)
+        dims = _x_dims(model, inputs)
+        if any(d is None for d in dims.values()) and ifs(model):
+            # Ifs on shapes (torch's `x.squeeze(-1)`, LSTMCell's `if x.dim() == 2`): settled at these sizes
+            settled = model.clone()
+            for v in settled.graph.inputs:
+                if v.name in inputs:
+                    v.shape = ir.Shape(inputs[v.name])
+            settle_by_shapes(settled)
+            dims = {name: d if d is not None else _x_dims(settled, inputs).get(name) for name, d in dims.items()}
         out = []
         for name, node in self.nodes:
-            dims = _dims(found, node)
+            dims_x = dims.get(name)
             layout = node.attributes["layout"].value if "layout" in node.attributes else 0
             t_axis, n_axis = (1, 0) if layout else (0, 1)
-            out.append(Exercised(name, node.op_type, None if dims is None else dims[t_axis],
-                                 None if dims is None else dims[n_axis]))
+            out.append(Exercised(name, node.op_type, None if dims_x is None else dims_x[t_axis],
+                                 None if dims_x is None else dims_x[n_axis]))
         return out
 
     def _ir(self) -> list[Exercised]:
@@ -116,6 +116,22 @@ class Shapes:
             known = [None if dims is None or len(dims) != 3 or dims[a] < 0 else int(dims[a]) for a in (1, 0)]
             out.append(Exercised(name, layer.type, *known))
         return out
+
+
+def _x_dims(model: ir.Model, inputs: Mapping[str, tuple]) -> dict[str, Optional[tuple]]:
+    """node path -> the dims of its X at these input shapes (None where they stay unknown)."""
+    nodes = [(scope + onnx_recurrent.node_label(node), node) for node, scope, _ in onnx_recurrent.walk(model)
+             if node.op_type in _RECURRENT and node.domain in ("", "ai.onnx", "com.microsoft")]
+    known: dict[str, np.ndarray] = {}
+    for _ in range(_ROUNDS):
+        found, _ = schemas.infer_shapes(model, inputs=inputs, known=known)
+        if all(_dims(found, node) is not None for _, node in nodes):
+            break
+        more = _foldable(model, found, known)
+        if not more:
+            break
+        known.update(more)
+    return {name: _dims(found, node) for name, node in nodes}
 
 
 def _dims(found: dict, node: ir.Node) -> Optional[tuple]:
