@@ -438,8 +438,16 @@ class ShapeFold:
             return np.concatenate(args, axis=attrs["axis"].value)
         if op == "Slice":
             return self._slice(data, args[1:])
+        if op == "Transpose":
+            return np.transpose(data, list(attrs["perm"].value) if "perm" in attrs else None)
         if any(a is not None and a.dtype == object and any(x is None for x in a.flat) for a in args):
             return None  # an unknown dim in arithmetic or a comparison
+        if op == "Reshape" and not (attrs["allowzero"].value if "allowzero" in attrs else 0):
+            shape = [data.shape[i] if d == 0 else int(d) for i, d in enumerate(self._ints(args[1]))]
+            return np.reshape(data, shape)
+        if op == "ConstantOfShape" and np.prod(self._ints(data)) <= 64:  # small fills (torch's Pad pads)
+            fill = attrs["value"].value.numpy() if "value" in attrs else np.zeros(1, np.float32)
+            return np.full(self._ints(data), fill.reshape(-1)[0], dtype=fill.dtype)
         args = [a.astype(np.int64) if a is not None and a.dtype == object else a for a in args]
         if op == "Cast":
             dtype = ir.DataType(attrs["to"].value).numpy()
