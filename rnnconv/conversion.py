@@ -372,7 +372,7 @@ def correct_declared(model: ir.Model, found: Optional[re.Match] = None) -> Optio
             continue
         declared = list(v.shape)
         if len(declared) != len(computed):
-            new = [d if d is not None else None for d in computed]
+            new = list(computed)
         else:
             new = [c if isinstance(c, int) and c != d else d for d, c in zip(declared, computed)]
             if new == declared:
@@ -380,10 +380,10 @@ def correct_declared(model: ir.Model, found: Optional[re.Match] = None) -> Optio
         v.shape = ir.Shape(new)
         if v.is_graph_output():
             rank = f", rank {len(declared)}" if len(declared) != len(computed) else ""
+            checks_it = f" ({op}-{schemas.schema_since_version(op, default_opset(model))} checks it)" if op else ""
             notes.append(f"output {v.name!r} is declared {_dims_text(declared)}{rank}, its nodes compute "
-                         f"{_dims_text(new)}{f', rank {len(new)}' if rank else ''}"
-                         f"{f' ({op}-{schemas.schema_since_version(op, default_opset(model))} checks it)' if op else ''}"
-                         f": written as they compute it")
+                         f"{_dims_text(new)}{f', rank {len(new)}' if rank else ''}{checks_it}: written as they "
+                         f"compute it")
     try:
         io.check_full(model)
         return notes or None
