@@ -229,6 +229,10 @@ IR_SAME_AXES = {"Convert", "Relu", "Sigmoid", "Tanh", "Clamp", "Elu", "Gelu", "S
                 "Exp", "Abs", "Negative", "Sqrt", "SoftPlus", "PRelu", "Add", "Subtract", "Multiply", "Divide",
                 "Power", "Maximum", "Minimum", "Erf", "Floor", "Ceiling", "LogSoftmax", "SoftMax", "Softmax"}
 _IR_SEQUENCE = {"LSTMSequence", "GRUSequence", "RNNSequence"}
+# IR operations whose inputs broadcast against each other (numpy rules): equal sizes where neither is 1.
+IR_BROADCAST = {"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference",
+                "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr",
+                "Select"}
 
 
 def ir_sizes(graph, back: Callable, const: Callable) -> dict[tuple[str, int], tuple]:
@@ -266,6 +270,16 @@ def ir_sizes(graph, back: Callable, const: Callable) -> dict[tuple[str, int], tu
                 size = {"Convolution": shape[1], "GroupConvolution": shape[0] * shape[2],
                         "ConvolutionBackpropData": shape[0]}[t]
                 hold(layer, 0, 1, size, "the input channels")
+        elif t in IR_BROADCAST and len(layer.inputs) >= 2:  # against a constant's size: no broadcast from 1
+            for data in range(len(layer.inputs)):
+                for other in range(len(layer.inputs)):
+                    weight = const(layer, other) if other != data else None
+                    dims = layer.inputs[data].dims
+                    if weight is None or not dims or const(layer, data) is not None:
+                        continue
+                    for k in range(1, min(len(dims), np.ndim(weight)) + 1):
+                        if np.shape(weight)[-k] > 1:
+                            hold(layer, data, -k, np.shape(weight)[-k], "a broadcast against a constant")
         elif t in _IR_SEQUENCE:
             w_port = 4 if t == "LSTMSequence" else 3  # W [num_directions, gates*H, input_size], then R, B
             weight, recurrence = const(layer, w_port), const(layer, w_port + 1)

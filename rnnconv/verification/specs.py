@@ -14,7 +14,7 @@ from rnnconv.dialects.onnx_recurrent import constant_array
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.errors import BadInput
 from rnnconv.verification.model import Model, numpy_dtype
-from rnnconv.verification.sizes import IR_SAME_AXES, ir_sizes, onnx_sizes
+from rnnconv.verification.sizes import IR_BROADCAST, IR_SAME_AXES, ir_sizes, onnx_sizes
 
 SEQUENCE_OPS = {"LSTMSequence": 3, "GRUSequence": 2, "RNNSequence": 2}  # IR op -> sequence_lengths port
 _PASS_THROUGH = {"Identity", "Cast", "Convert"}
@@ -339,12 +339,6 @@ def _moved_axis(op: str, axes: list[int], axis: int, out_rank: int) -> Optional[
     return axis
 
 
-# IR operations whose inputs broadcast against each other (numpy rules): equal sizes where neither is 1.
-_IR_BROADCAST = {"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference",
-                 "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr",
-                 "Select"}
-
-
 def _ir_ties(graph, specs: dict[str, InputSpec], back) -> None:
     """Dynamic dims that are one size: IR carries no dim names (OpenVINO drops ONNX's symbols), so a mask
     [batch, time] multiplied into an LSTM's output [batch, time, hidden] would be drawn at other sizes than the
@@ -357,7 +351,7 @@ def _ir_ties(graph, specs: dict[str, InputSpec], back) -> None:
         return a
 
     for layer in graph.layers:
-        if layer.type not in _IR_BROADCAST or len(layer.inputs) < 2:
+        if layer.type not in IR_BROADCAST or len(layer.inputs) < 2:
             continue
         ports = [p for p in layer.inputs[-2:] if p.dims]
         if len(ports) != 2:

@@ -211,3 +211,27 @@ def test_an_ir_without_dim_names_draws_tied_dims_alike(tmp_path):
     assert shapes["x"][:2] == shapes["mask"] and shapes["x"][1] == 8
     feeds = {n: np.ones(s, np.float32) for n, s in shapes.items()}
     assert ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feeds)[0].shape[1] == 8
+
+
+def test_an_ir_dim_a_constant_broadcasts_against_is_read_from_the_weights(tmp_path):
+    """x [T, N] times a window [10, 1] before an LSTM: N can only be 10. OpenVINO's IR has every dim dynamic and no
+    names; the size is read from the constant, as from ONNX, and the OpenVINO runtime runs the IR there."""
+    ov = pytest.importorskip("openvino")
+    from rnnconv.verification.model import open_model
+    from rnnconv.verification.specs import input_specs
+
+    rng = np.random.default_rng(0)
+    inits = [nh.from_array(_arr(rng, 1, 4 * H, 1), "W"), nh.from_array(_arr(rng, 1, 4 * H, H), "R"),
+             nh.from_array(_arr(rng, 10, 1), "window"), nh.from_array(np.array([2], np.int64), "ax2")]
+    nodes = [h.make_node("Unsqueeze", ["x", "ax2"], ["x3"]), h.make_node("Mul", ["x3", "window"], ["xw"]),
+             h.make_node("LSTM", ["xw", "W", "R"], ["Y"], hidden_size=H, name="lstm")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, ["T", "N"])],
+                     [h.make_tensor_value_info("Y", TP.FLOAT, ["T", 1, "N", H])], initializer=inits)
+    src, xml = tmp_path / "m.onnx", tmp_path / "m.xml"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 14)]), src)
+    ov.save_model(ov.convert_model(str(src)), str(xml), compress_to_fp16=False)
+    spec = input_specs(open_model(xml))["x"]
+    assert spec.sizes[1][0] == 10 and "a broadcast against a constant" in spec.sizes[1][1], spec
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(xml)), "CPU")
+    assert compiled({"x": np.ones((8, 10), np.float32)})[0].shape == (8, 1, 10, H)
