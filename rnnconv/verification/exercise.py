@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
@@ -177,6 +178,17 @@ def counterpart(model: Model, partner: Optional[Model]) -> Model:
     return model
 
 
+_SHAPES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # one Shapes per model: each inference once
+
+
+def _shapes_of_model(model: Model, partner: Optional[Model]) -> Shapes:
+    chosen = counterpart(model, partner)
+    key = chosen.onnx if chosen.format == "onnx" else chosen.graph
+    if key not in _SHAPES:
+        _SHAPES[key] = Shapes(chosen)
+    return _SHAPES[key]
+
+
 @dataclasses.dataclass
 class _Key:
     """A dynamic input dim that can be drawn at another size: a symbol (every axis carrying it) or one axis."""
@@ -261,7 +273,7 @@ def grown_dims(model: Model, partner: Optional[Model], specs: Mapping[str, Input
                shapes: Mapping[str, list]) -> dict[str, int]:
     """Sizes (CheckOptions.dims keys) to draw instead of `shapes` so that every recurrent node takes MIN_STEPS
     steps and a batch of MIN_BATCH where a dynamic dim the user did not give drives it; {} when nothing grows."""
-    shapes_at = Shapes(counterpart(model, partner))
+    shapes_at = _shapes_of_model(model, partner)
     current = dict(shapes)
     if not any(short(e) for e in shapes_at.at(current)):
         return {}
@@ -300,7 +312,7 @@ def exercised(model: Model, partner: Optional[Model], specs: Mapping[str, InputS
               sets: list) -> list[Exercised]:
     """Each recurrent node's steps and batch at the sizes of `sets`, with why where they are below the minimum:
     the model fixes them (no dynamic input dim changes them), or the sizes were given."""
-    shapes_at = Shapes(counterpart(model, partner))
+    shapes_at = _shapes_of_model(model, partner)
     shapes = shapes_of(sets)
     try:
         found = shapes_at.at(shapes)
