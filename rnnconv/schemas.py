@@ -77,8 +77,8 @@ def infer_shapes(model: ir.Model, *, strict: bool = False, inputs: Optional[Mapp
     None for an unknown rank), from the graph inputs' declared shapes and the ops alone: the model's own value_info
     and output shapes are set aside (a stale annotation is no fact). With `strict`, also the first line of onnx's
     strict-mode error (None when there is none; the shapes are then empty). `inputs`: graph inputs at these shapes
-    instead of their declared ones; `known`: main-graph values whose contents are known (a shape computed from
-    shapes), taken as constants."""
+    instead of their declared ones; `known`: values whose contents are known (a shape computed from shapes),
+    taken as constants in the graph that computes them."""
     proto = _without_weights(model)
     for g in _graphs(proto.graph):
         del g.value_info[:]
@@ -91,11 +91,12 @@ def infer_shapes(model: ir.Model, *, strict: bool = False, inputs: Optional[Mapp
             shape.ClearField("dim")
             for n in inputs[value.name]:
                 shape.dim.add().dim_value = int(n)
-    if known:
-        kept = [n for n in proto.graph.node if not (len(n.output) == 1 and n.output[0] in known)]
-        del proto.graph.node[:]
-        proto.graph.node.extend(kept)
-        proto.graph.initializer.extend(onnx.numpy_helper.from_array(np.asarray(a), name) for name, a in known.items())
+    for g in _graphs(proto.graph) if known else ():
+        folded = [n.output[0] for n in g.node if len(n.output) == 1 and n.output[0] in known]
+        kept = [n for n in g.node if not (len(n.output) == 1 and n.output[0] in known)]
+        del g.node[:]
+        g.node.extend(kept)
+        g.initializer.extend(onnx.numpy_helper.from_array(np.asarray(known[name]), name) for name in folded)
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=strict, data_prop=data_prop)
     except Exception as err:  # InferenceError (strict mode) or a shape-inference crash on a malformed model

@@ -144,10 +144,11 @@ def _dims(found: dict, node: ir.Node) -> Optional[tuple]:
 
 
 def _foldable(model: ir.Model, found: dict, known: dict) -> dict[str, np.ndarray]:
-    """Shape inputs of the main graph that onnx's inference leaves uncomputed, computed from the inferred shapes."""
+    """Shape inputs that onnx's inference leaves uncomputed (If / Loop bodies included), computed from the
+    inferred shapes."""
     fold = ShapeFold(found)
     more = {}
-    for node in model.graph:
+    for node, _, _ in onnx_recurrent.walk(model):
         if node.op_type not in _SHAPE_INPUTS or node.domain not in ("", "ai.onnx") or not node.outputs:
             continue
         out = found.get(node.outputs[0].name)
