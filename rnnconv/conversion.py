@@ -26,6 +26,7 @@ import onnx_ir as ir
 
 from rnnconv import io, schemas
 from rnnconv.dialects import onnx_recurrent
+from rnnconv.dialects.onnx_recurrent import default_opset
 from rnnconv.errors import ContradictedOutputs, RnnconvError, Unsupported, UsageError, VerificationFailed
 from rnnconv.passes.base import Pass, Rewrite, RewritePass
 from rnnconv.passes.fuse_match import Fusion
@@ -143,7 +144,7 @@ def run(source, translator: Translator, options: Optional[checks.CheckOptions] =
             tick(next(step), total, "whole model")
             report.checks.extend(checks.check_models(done.before, done.after, options, skipped=report.skipped,
                                                      notes=report.notes, placements=report.placements,
-                                                     **done.whole))
+                                                     exercised=report.exercised, **done.whole))
         if done.finish is not None:
             done.finish()
         if not report.ok:
@@ -171,6 +172,7 @@ class Passes:
     external_data: Optional[bool] = None
     tolerances: dict = dataclasses.field(default_factory=dict)
     finish: Optional[Callable[[ir.Model, Job], None]] = None
+    correct: bool = True  # a declared shape the converted nodes refute is corrected (else ContradictedOutputs)
     suffix = (".onnx", "an ONNX model")
 
     def files(self, source) -> tuple:
@@ -221,13 +223,17 @@ class Passes:
             io.check_full(model)
         except RnnconvError as err:
             contradicted = _declared_outputs_contradicted(model, str(err))
-            if contradicted is not None:
+            corrected = correct_declared(model, _CHECKER_OP.search(str(err))) if contradicted and self.correct else None
+            if corrected:  # the declarations, not the conversion: written as the nodes compute, and said
+                report.notes.extend(corrected)
+            elif contradicted is not None:
                 found = _CHECKER_OP.search(str(err))
                 raise ContradictedOutputs(f"{io.source_name(source)}: {contradicted}, which the older schemas of its "
                                           f"opset did not check; correct the declaration, or convert to a lower "
                                           f"opset (onnx's shape inference of the converted model: {err})",
                                           next((g for g in found.groups() if g), None) if found else None) from err
-            raise missing_step(self.command, str(err), opset_before, onnx_recurrent.default_opset(model)) from err
+            else:
+                raise missing_step(self.command, str(err), opset_before, onnx_recurrent.default_opset(model)) from err
 
         def write(output: Path) -> None:
             io.save(model, output, force=job.force, inputs=self.files(source), external_data=self.external_data,
@@ -351,6 +357,49 @@ def _declared_outputs_contradicted(model: ir.Model, message: str) -> Optional[st
         return (f"output {v.name!r} is declared {shape}, and its nodes compute other dims" if rank is None else
                 f"output {v.name!r} is declared {shape}, rank {len(v.shape)}, and its nodes compute rank {rank}")
     return None
+
+
+def correct_declared(model: ir.Model, found: Optional[re.Match] = None) -> Optional[list[str]]:
+    """Give every output (and intermediate value) whose declared shape onnx's shape inference of the converted
+    model refutes the shape its nodes compute (a declared dim the inference leaves open stays where the ranks
+    agree); a note per output, naming both shapes. None, the model as it was, when onnx's full check still
+    fails."""
+    op = next((g for g in found.groups() if g), None) if found else None
+    shapes, error = schemas.infer_shapes(model, data_prop=True)
+    shapes = schemas.infer_shapes(model)[0] if error else shapes
+    values = [*model.graph.outputs, *(v for node in model.graph for v in node.outputs
+                                      if v.shape is not None and not v.is_graph_output())]
+    saved = [(v, v.shape) for v in values]
+    notes = []
+    for v in values:
+        computed = shapes.get(v.name)
+        if v.shape is None or computed is None:
+            continue
+        declared = list(v.shape)
+        if len(declared) != len(computed):
+            new = list(computed)
+        else:
+            new = [c if isinstance(c, int) and c != d else d for d, c in zip(declared, computed)]
+            if new == declared:
+                continue
+        v.shape = ir.Shape(new)
+        if v.is_graph_output():
+            rank = f", rank {len(declared)}" if len(declared) != len(computed) else ""
+            checks_it = f" ({op}-{schemas.schema_since_version(op, default_opset(model))} checks it)" if op else ""
+            notes.append(f"output {v.name!r} is declared {_dims_text(declared)}{rank}, its nodes compute "
+                         f"{_dims_text(new)}{f', rank {len(new)}' if rank else ''}{checks_it}: written as they "
+                         f"compute it")
+    try:
+        io.check_full(model)
+        return notes or None
+    except RnnconvError:
+        for v, shape in saved:
+            v.shape = shape
+        return None
+
+
+def _dims_text(dims) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
 def missing_step(command: str, message: str, before: int, after: int) -> Unsupported:

@@ -13,8 +13,11 @@ from rnnconv.passes.opset import OpsetPass
 from rnnconv.verification.checks import CheckOptions
 
 
-def translator(target: int, notes: list = (), external_data: Optional[bool] = None) -> conversion.Passes:
-    """OpsetPass(target), refused when the model is above `target`; `notes` come first in the report."""
+def translator(target: int, notes: list = (), external_data: Optional[bool] = None, correct: bool = True
+               ) -> conversion.Passes:
+    """OpsetPass(target), refused when the model is above `target`; `notes` come first in the report; `correct`:
+    an output shape the model declares and the target's shape inference refutes is corrected (and said), else
+    ContradictedOutputs."""
     def plan(model: ir.Model, report) -> list:
         current = conversion.source_opset(model)
         if target < current:
@@ -22,7 +25,7 @@ def translator(target: int, notes: list = (), external_data: Optional[bool] = No
         report.notes[:0] = notes
         return [OpsetPass(target)]
 
-    return conversion.Passes("upgrade", plan, external_data=external_data)
+    return conversion.Passes("upgrade", plan, external_data=external_data, correct=correct)
 
 
 def upgrade(source, output=None, *, opset: Optional[int] = None, verify: str = "full", force: bool = False,
@@ -39,15 +42,22 @@ def upgrade(source, output=None, *, opset: Optional[int] = None, verify: str = "
     options = CheckOptions.given(options, check)
     notes: list[str] = []
     refuted: list = []  # the first opset refused for a declared output shape, and the note saying so
+    correct = opset is not None
     while True:
         try:
-            return conversion.run(source, translator(target, notes, external_data), options, output=output,
+            # By default, below the op version that refutes a declared output shape; an opset asked for: there,
+            # the declaration corrected.
+            return conversion.run(source, translator(target, notes, external_data, correct), options,
+                                  output=output,
                                   verify=verify, force=force, progress=progress)
         except ContradictedOutputs as err:
             # An older schema let the model declare a shape its nodes do not compute: below the version that checks.
             since = schemas.schema_since_version(err.op, target) if err.op and opset is None else None
             if since is None or since - 1 <= conversion.source_opset(source):
-                raise
+                if correct:
+                    raise
+                correct = True  # no opset below it is newer than the source's: there, the declaration corrected
+                continue
             first = refuted[0] if refuted else target
             note = (f"not opset {first}: {err.op}-{since} and later refute an output shape the model declares "
                     f"(onnx's shape inference), so the model goes to opset {since - 1}")

@@ -18,6 +18,7 @@ from rnnconv.engine import ONNXRUNTIME, OPENVINO
 from rnnconv.errors import BadInput, Unsupported, UsageError
 from rnnconv.verification.checks import CheckOptions, input_sets, merge_placements, placements_note, runnable_sets
 from rnnconv.verification.engines import ENGINES, CannotRun, run
+from rnnconv.verification.exercise import exercised
 from rnnconv.verification.inputs import check_dim_names, read_inputs
 from rnnconv.verification.model import open_model
 from rnnconv.verification.report import VerifyReport
@@ -91,7 +92,7 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
     if runs is not None and len(given_sets) > 1 and runs != len(given_sets):
         raise UsageError(f"runs={runs}, but the inputs file holds {len(given_sets)} input sets")
     try:  # the sizes the reference runs at (a model may need its own), drawn as every check draws them
-        sets, _, size_note = runnable_sets(ref, specs, options, ref_engines)
+        sets, _, size_note = runnable_sets(ref, specs, options, ref_engines, partner=cand)
         sizes_failed = None
     except BadInput as err:  # no engine of the reference runs it at any size: the runs below say which and why
         sets, size_note, sizes_failed = input_sets(specs, options), None, err
@@ -103,6 +104,7 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
         report.notes.append(f"the candidate has no output named {', '.join(missing)}")
     if size_note:
         report.notes.append(size_note)
+    report.exercised = exercised(ref, cand, specs, options, sets)
     saved_inputs, saved_outputs = {}, {}
     active = {"reference": list(ref_engines), "candidate": list(cand_engines)}
     models = {"reference": ref, "candidate": cand}

@@ -39,7 +39,7 @@ from rnnconv.dialects import onnx_recurrent
 from rnnconv.engine import ONNXRUNTIME, OPENVINO, RNNCONV, openvino_runtime
 from rnnconv.engine.onnx_graph import REFERENCE, Placements
 from rnnconv.errors import BadInput, RnnconvError, human_size
-from rnnconv.verification import allowances, engines
+from rnnconv.verification import allowances, engines, exercise
 from rnnconv.verification.inputs import (
     DEFAULT_DIM,
     SMALL_DIM,
@@ -279,7 +279,9 @@ def start_runtime(before: Model, after: Model, options: CheckOptions, worker, *,
     if precision is None:
         precision = precision_for(before.onnx) if before.format == "onnx" else "float64"
     try:
-        sets = input_sets(merge_specs(before, after), options, small=precision == "float32")
+        specs = merge_specs(before, after)
+        sets = next(exercise.candidates(before, after, specs, options,
+                                        lambda o: input_sets(specs, o, small=precision == "float32")))
     except RnnconvError:  # check_models says it, in its turn
         return None
     if len(sets) != 1:
@@ -346,11 +348,13 @@ def only_onnxruntime(run: Run) -> bool:
 
 def _check_models(before: Model, after: Model, options: CheckOptions, *, ran: list, runtime: Optional[bool] = None,
                  isolate: bool = False, skipped: Optional[list] = None, notes: Optional[list] = None,
-                 precision: Optional[str] = None, started: Optional[Started] = None) -> list[Check]:
+                 precision: Optional[str] = None, started: Optional[Started] = None,
+                 exercised: Optional[list] = None) -> list[Check]:
     """`before` against `after` on the same inputs (see the module's table). `runtime`: run the OpenVINO
     runtime (default: when installed); `isolate`: real runtimes run in a child process; `started`: that run,
     already under way (start_runtime). What could not be checked goes to `skipped`, how the checks were made to
-    `notes`."""
+    `notes`, the steps and batch each recurrent node ran at to `exercised`."""
+    exercised = [] if exercised is None else exercised
     rounding = allowances.runtime_rounding(before, after)
 
     def compared(subject, ref, cand, options, *args, **kwargs) -> list[Check]:
@@ -377,7 +381,9 @@ def _check_models(before: Model, after: Model, options: CheckOptions, *, ran: li
 
     # The reference: the source in its first engine that runs it, on the first input sets it runs on.
     first = ["onnxruntime", "rnnconv"] if cross and before.format == "onnx" else ["rnnconv"]
-    sets, ref, note = runnable_sets(before, specs, options, first, small=small, precision=precision, isolate=isolate)
+    sets, ref, note = runnable_sets(before, specs, options, first, small=small, precision=precision, isolate=isolate,
+                                    partner=after)
+    exercised.extend(exercise.exercised(before, after, specs, options, sets))
     ran.append(ref)
     notes.extend([note] if note else [])
     gap = allowances.interpreter_gap(after) or (allowances.requantized(before) if after.format == "ir" else None)
@@ -470,30 +476,32 @@ def _check_models(before: Model, after: Model, options: CheckOptions, *, ran: li
 
 
 def runnable_sets(model: Model, specs: Mapping[str, InputSpec], options: CheckOptions, engines: Sequence[str], *,
-                  small: bool = False, precision: str = "float64", isolate: bool = False
-                  ) -> tuple[list, Run, Optional[str]]:
+                  small: bool = False, precision: str = "float64", isolate: bool = False,
+                  partner: Optional[Model] = None) -> tuple[list, Run, Optional[str]]:
     """Input sets `model` runs on, the run in the first of `engines` that ran it, and a note when that took other
-    sizes than the defaults (`_size_attempts`). BadInput, with the first failure and what would fix it, when no
-    attempt runs."""
+    sizes than the defaults (`_size_attempts`; in each, first the sizes that give every recurrent node its steps,
+    `exercise.candidates`, read through `partner` when `model` is IR). BadInput, with the first failure and what
+    would fix it, when no attempt runs."""
     failure, tried = None, []
     for how, kwargs in _size_attempts(model, options):
-        sets = input_sets(specs, options, small=small, **kwargs)
-        shapes = ", ".join(f"{i['name']}[{','.join(map(str, i['shape']))}]" for i in sets[0][1])
-        if shapes in tried:
-            continue
-        tried.append(shapes)
-        empty = (empty_window(model.onnx, {i["name"]: i["shape"] for i in sets[0][1]})
-                 if model.format == "onnx" and options.inputs is None else None)
-        if empty:  # too small for a Conv or pooling window: onnxruntime runs it, on empty tensors
-            failure = failure or (describe_inputs(sets[0][1]), f"{empty} at these sizes")
-            continue
-        for engine in engines:
-            ref = run(model, engine, sets, precision=precision, isolate=isolate)
-            if ref.ok:
-                note = None if not how else (f"inputs drawn with {how} ({describe_inputs(sets[0][1])}): the model "
-                                             f"did not run at the default sizes ({failure[1]})")
-                return sets, ref, note
-        failure = failure or (describe_inputs(sets[0][1]), ref.error)
+        for sets in exercise.candidates(model, partner, specs, options,
+                                        lambda o: input_sets(specs, o, small=small, **kwargs)):
+            shapes = ", ".join(f"{i['name']}[{','.join(map(str, i['shape']))}]" for i in sets[0][1])
+            if shapes in tried:
+                continue
+            tried.append(shapes)
+            empty = (empty_window(model.onnx, {i["name"]: i["shape"] for i in sets[0][1]})
+                     if model.format == "onnx" and options.inputs is None else None)
+            if empty:  # too small for a Conv or pooling window: onnxruntime runs it, on empty tensors
+                failure = failure or (describe_inputs(sets[0][1]), f"{empty} at these sizes")
+                continue
+            for engine in engines:
+                ref = run(model, engine, sets, precision=precision, isolate=isolate)
+                if ref.ok:
+                    note = None if not how else (f"inputs drawn with {how} ({describe_inputs(sets[0][1])}): the "
+                                                 f"model did not run at the default sizes ({failure[1]})")
+                    return sets, ref, note
+            failure = failure or (describe_inputs(sets[0][1]), ref.error)
     also = f"; also tried {' | '.join(tried[1:])}" if len(tried) > 1 else ""
     raise BadInput(f"the model does not run on the inputs drawn for it ({failure[0]}{also}): {failure[1]}",
                    fixes=("dims", "ranges", "inputs", "verify=node"))
@@ -502,7 +510,8 @@ def runnable_sets(model: Model, specs: Mapping[str, InputSpec], options: CheckOp
 def _size_attempts(model: Model, options: CheckOptions):
     """(how, input_sets keywords) to try in turn until the source runs: the defaults; every dynamic dim one size;
     the sizes the model states in constant Reshape targets (told_sizes); larger sizes for dims no recurrent node
-    explains (a convolutional front end that needs a minimum width). Inputs the user gave are never redrawn."""
+    explains (a convolutional front end that needs a minimum width); size 1 (a model that runs only there).
+    Inputs the user gave are never redrawn."""
     yield "", {}
     if options.inputs is not None:
         return
@@ -514,6 +523,7 @@ def _size_attempts(model: Model, options: CheckOptions):
         yield f"dynamic dims at {size}, a size a Reshape in the model states", {"sizes": {"sequence": size,
                                                                                          "other": size}}
     yield "dims of no known role at 64", {"sizes": {"other": 64}}
+    yield "dynamic dims of no known role and time at 1", {"sizes": {"sequence": 1, "other": 1}}
 
 
 def _same_sets(a: list, b: list) -> bool:
