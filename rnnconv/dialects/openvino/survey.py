@@ -28,8 +28,15 @@ from rnnconv.dialects.openvino.validate import validate
 from rnnconv.errors import BadInput, RnnconvError
 
 LOOPS = ("TensorIterator", "Loop")
-# Input port of the weights W in each op: its last dim is the input size.
-W_PORT = {"LSTMSequence": 4, "GRUSequence": 3, "RNNSequence": 3, "LSTMCell": 3, "GRUCell": 2, "RNNCell": 2}
+
+
+def w_port(ir_type: str) -> Optional[int]:
+    """The input port of the weights W (its last dim is the input size): after X, the states (H, and C for LSTM)
+    and, in the Sequence ops, seq_lengths."""
+    kind = SEQUENCES.get(ir_type) or CELLS.get(ir_type)
+    if kind is None:
+        return None
+    return 1 + (2 if kind == "LSTM" else 1) + (ir_type in SEQUENCES)
 
 
 @dataclasses.dataclass
@@ -129,7 +136,7 @@ def _attributes(layer: IRLayer) -> dict:
     alpha = [float(x) for x in attrs.get("activations_alpha", "").split(",") if x.strip()]
     beta = [float(x) for x in attrs.get("activations_beta", "").split(",") if x.strip()]
     clip = float(attrs.get("clip", "0") or 0)
-    port = W_PORT.get(layer.type)
+    port = w_port(layer.type)
     w = layer.inputs[port].dims if port is not None and port < len(layer.inputs) else None
     out = {"direction": attrs.get("direction", "forward"),
            "hidden_size": int(attrs["hidden_size"]) if attrs.get("hidden_size", "").isdigit() else None,
