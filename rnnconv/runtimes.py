@@ -152,7 +152,7 @@ def ir_model_findings(target: str, survey, model: str = "MODEL") -> list[Finding
     """What `target` does with an IR model as a whole (`survey`: dialects.openvino.survey.Survey): onnxruntime
     and onnx's reference run it only as ONNX, after from-openvino, which may refuse it; OpenVINO's CPU plugin may
     need static input shapes."""
-    if target == "openvino":
+    if target == OPENVINO:
         if survey.dynamic_rank is None:
             return []
         return [Finding(target, "(model)", "IR", survey.ir_version, REFUSES,
@@ -174,7 +174,7 @@ def ir_layer_findings(layer, target: str, model: str = "MODEL",
     IR itself (its CPU plugin compiles relu, sigmoid and tanh only); the others run `converted`, the ONNX node
     from-openvino makes of it, whose findings are `node_findings`' with from-openvino's command first."""
     version = int("".join(ch for ch in layer.version if ch.isdigit()) or 0)
-    if target == "openvino":
+    if target == OPENVINO:
         names = [a for a in layer.attributes.get("activations", ()) if a.lower() not in OPENVINO_ACTIVATIONS.values()]
         if not names:
             return []

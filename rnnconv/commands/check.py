@@ -172,7 +172,7 @@ def lines(report: dict) -> list[str]:
         mine = [f for f in report["findings"] if f["target"] == t]
         if not mine:
             if ir:
-                via = "" if t == "openvino" else f" after {report['via']}"
+                via = "" if t == OPENVINO else f" after {report['via']}"
                 out.append(f"{t}: runs all {report['recurrent_nodes']} recurrent layer(s){via}")
             else:
                 out.append(f"{t}: runs all {report['recurrent_nodes']} recurrent node(s) as the spec says")
