@@ -37,6 +37,8 @@ SCALE = float(os.environ.get("RNNCONV_FUZZ_SCALE", "1"))
 SEED = int(os.environ.get("RNNCONV_FUZZ_SEED", "25"))
 ONNX_CASES = int(300 * SCALE)
 IR_CASES = int(150 * SCALE)
+HEADER_CASES = int(200 * SCALE)
+HEADER_BYTES = 64  # the IR version, producer, and the first node's names and attributes
 CASE_SECONDS = 60  # one command longer than this on a model this small is a hang
 
 # Exit codes documented in rnnconv.errors, repeated here so a change there fails this test.
@@ -509,6 +511,37 @@ def test_contract_on_onnx_mutants(tmp_path, monkeypatch, capsys):
         codes[code] = codes.get(code, 0) + 1
     _report("ONNX mutants through every command", codes, started, capsys)
     assert set(codes) != {0}, "no mutant was refused: the mutations do not bite"
+
+
+def test_contract_on_flipped_headers(tmp_path, monkeypatch, capsys):
+    """Byte flips in the first bytes of the shipped models (synthetic fixtures and PyTorch's exports, as their
+    exporters wrote them): the IR version, producer strings, the first names and attributes, and the protobuf
+    tags and lengths around them. A flipped byte in a name makes a string protobuf reads back as bytes."""
+    from tests.conftest import fixture_cases
+
+    rng = random.Random(SEED + 2)
+    files = [(name, (FIXTURES / name).read_bytes()) for name in fixture_cases()]
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    codes: dict = {}
+    started = time.monotonic()
+    for case in range(HEADER_CASES):
+        name, data = rng.choice(files)
+        flipped = bytearray(data)
+        spots = sorted(rng.sample(range(min(HEADER_BYTES, len(data))), rng.randint(1, 3)))
+        for k in spots:
+            flipped[k] = rng.randrange(256)
+        folder = tmp_path / f"c{case}" / "model"
+        folder.mkdir(parents=True)
+        path = folder / "m.onnx"
+        path.write_bytes(bytes(flipped))
+        command = _pick(rng, ONNX_COMMANDS)
+        code = run_case(f"seed {SEED + 2} case {case} ({name}, bytes {spots} flipped)", command, path,
+                        tmp_path / f"c{case}" / "out", cwd, rng)
+        codes[code] = codes.get(code, 0) + 1
+    _report("shipped models' first bytes flipped, through every command", codes, started, capsys)
+    assert set(codes) != {0} and len(codes) > 1, "every flip refused, or none: the flips do not bite"
 
 
 def test_contract_on_ir_mutants(tmp_path, monkeypatch, capsys):
