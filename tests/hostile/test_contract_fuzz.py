@@ -18,6 +18,7 @@ names the seed, the case number and the mutations, so it reproduces.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import re
@@ -460,7 +461,10 @@ def _valid_output(command: str, out: Path, where: str) -> None:
     elif command == "to-openvino":
         xml = out / "o.xml"
         assert xml.is_file() and xml.with_suffix(".bin").is_file(), f"{where}: exit 0 without its output"
-        ov = pytest.importorskip("openvino")
+        if importlib.util.find_spec("openvino") is None:
+            return  # OpenVINO's reader is the judge; without it the rest of the run still holds the contract
+        import openvino as ov
+
         try:
             ov.Core().read_model(str(xml))
         except Exception as err:
