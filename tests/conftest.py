@@ -17,6 +17,7 @@ module as `tests.conftest`, so both are the same module.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io as _io
 import json
 import os
@@ -538,6 +539,23 @@ def run_engine(model, inputs: Mapping[str, np.ndarray], precision: str = "float6
     return run_onnx(io.load(model), inputs, precision)
 
 
+# The openvino package is optional (README): what needs it skips without it, saying so.
+OPENVINO = importlib.util.find_spec("openvino") is not None
+NO_OPENVINO = "the openvino package is not installed (pip install -e '.[test]' installs it)"
+needs_openvino = pytest.mark.skipif(not OPENVINO, reason=NO_OPENVINO)
+
+
+def ir_outputs(xml: Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """An IR rnnconv wrote, run where a test holds it against onnxruntime: the OpenVINO runtime
+    (`openvino_outputs`), or without the openvino package rnnconv's IR interpreter (its product run, the oracle
+    still onnxruntime), so that the test keeps checking the numbers the IR computes."""
+    if OPENVINO:
+        return openvino_outputs(xml, inputs)
+    from rnnconv.engine.ir_graph import run_ir
+
+    return run_ir(xml, inputs)
+
+
 def openvino_outputs(xml: Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The IR in the OpenVINO runtime through rnnconv's own runner (engine/openvino_runtime.py: CPU, f32
     precision, dynamic dims fixed to the inputs', bfloat16 passed as its bits), every output under each of its
@@ -569,9 +587,7 @@ def to_openvino_and_check(folder: Path, model: onnx.ModelProto, *, shapes=((4, 2
     from rnnconv.commands.to_openvino import to_openvino
     from rnnconv.engine.ir_graph import run_ir
 
-    import importlib.util
-
-    openvino = importlib.util.find_spec("openvino") is not None
+    openvino = OPENVINO
     xml = Path(folder) / f"{name}.xml"
     report = to_openvino(model, xml).report
     assert report.ok and xml.exists() and xml.with_suffix(".bin").exists()
