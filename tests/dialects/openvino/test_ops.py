@@ -70,6 +70,9 @@ CASES = {
     "Abs": one("Abs"), "Erf": one("Erf"),
     "Softmax-13": one("Softmax", axis=1), "Softmax-11-axis1": one("Softmax", opset=11, axis=1),
     "LogSoftmax": one("LogSoftmax", axis=-1),
+    # axis left out: -1 from opset 13, 1 (over the 2-D flattening) before
+    "Softmax-17-no-axis": one("Softmax"), "LogSoftmax-13-no-axis": one("LogSoftmax", opset=13),
+    "Softmax-11-no-axis": one("Softmax", opset=11),
     "MatMul": one("MatMul", [("w", np.arange(8, dtype=np.float32).reshape(4, 2) / 8)]),
     "Transpose": one("Transpose", perm=[2, 0, 1]), "Transpose-default": one("Transpose"),
     "Reshape": one("Reshape", [("s", np.array([0, -1], I64_))]),
