@@ -648,3 +648,64 @@ def _every_written_ir_is_checked(monkeypatch):
 
     monkeypatch.setattr(writer, "write_to", checked_write_to)
     monkeypatch.setattr(frontend, "save", checked_save)
+
+
+# -- the sample CI's wheel and lowest-versions jobs run --------------------------------------------------------
+# `-m sample`: the first test of every test file (slow and real-model ones aside), marked here at collection, so
+# that a new file joins it without a word. The run fails when the sample leaves a module of rnnconv/ unimported
+# (its workers, under pytest-xdist, each write what they imported to RNNCONV_SAMPLE_DIR).
+SAMPLE = "sample"
+# Modules that run only as a child process's main (`python -m`), and the module that starts them: imported, it
+# counts for them.
+CHILD_MAINS = {"rnnconv.engine.ort_worker": "rnnconv.engine.onnxruntime_runtime"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config, items):
+    seen = set()
+    for item in items:
+        where = item.nodeid.split("::")[0]
+        if where not in seen and "real" not in item.keywords and item.get_closest_marker("slow") is None:
+            seen.add(where)
+            item.add_marker(SAMPLE)
+    # the slow ones first: pytest-xdist hands tests out in this order, so none starts last on its own
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _sampling(config) -> bool:
+    return (config.getoption("markexpr") or "").strip() == SAMPLE
+
+
+def pytest_configure(config):
+    if _sampling(config) and not hasattr(config, "workerinput"):
+        import tempfile
+
+        os.environ["RNNCONV_SAMPLE_DIR"] = tempfile.mkdtemp(prefix="rnnconv-sample-")  # workers inherit it
+
+
+def _imported() -> set:
+    return {name for name in list(__import__("sys").modules) if name == "rnnconv" or name.startswith("rnnconv.")}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if not _sampling(config) or "RNNCONV_SAMPLE_DIR" not in os.environ:
+        return
+    folder = Path(os.environ["RNNCONV_SAMPLE_DIR"])
+    if hasattr(config, "workerinput"):
+        (folder / f"{config.workerinput['workerid']}.txt").write_text("\n".join(sorted(_imported())))
+        return
+    import pkgutil
+    import rnnconv
+
+    imported = _imported()
+    for part in folder.glob("*.txt"):
+        imported |= set(part.read_text().split())
+    modules = {m.name for m in pkgutil.walk_packages(rnnconv.__path__, "rnnconv.")
+               if not m.name.rsplit(".", 1)[-1].startswith("__")}
+    imported |= {child for child, parent in CHILD_MAINS.items() if parent in imported}
+    missing = sorted(modules - imported)
+    if missing:
+        print(f"\nthe sample (-m {SAMPLE}) imports no test of {len(missing)} module(s) of rnnconv/: "
+              + ", ".join(missing) + " (the first test of some test file must use each)")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
