@@ -134,6 +134,21 @@ CASES = {
                            [("z", np.float32(0)), ("h", np.float32(.5))]),
     "Constant": model([helper.make_node("Constant", [], ["c"], value_floats=[1., 2., 3., 4.]),
                        helper.make_node("Add", ["x", "c"], ["y"])], [X], [Y]),
+    # attributes left out: the spec's defaults, each chosen where another value gives other numbers
+    "MaxPool-no-ceil_mode": one("MaxPool", kernel_shape=[2], strides=[2], x=vi("x", ["N", 3, 5])),
+    "AveragePool-no-count_include_pad": one("AveragePool", kernel_shape=[3], pads=[1, 1]),
+    "Mod-no-fmod": one("Mod", [("d", np.array([2, -3, 4], I64_))], x=vi("x", ["N", 3], I64)),
+    "Selu-defaults": one("Selu"), "LeakyRelu-default": one("LeakyRelu"), "HardSigmoid-defaults": one("HardSigmoid"),
+    "Clip-6-no-max": model([helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Clip", ["e"], ["y"], min=0.5)],
+                           [X], [Y], opset=6),  # e^x reaches 2.7: past any finite max below it
+    "Clip-6-no-min": model([helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Neg", ["e"], ["n"]),
+                            helper.make_node("Clip", ["n"], ["y"], max=-0.5)], [X], [Y], opset=6),
+    "Gemm-defaults": model([helper.make_node("Gemm", ["a", "b", "c"], ["y"], transB=1)], [vi("a", ["N", 4])], [Y],
+                           [("b", np.arange(12, dtype=np.float32).reshape(3, 4) / 12), ("c", np.ones(3, np.float32))]),
+    "ReduceMean-18-all": one("ReduceMean", opset=18),
+    "ScatterND-no-reduction": model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"])], [vi("x", [3, 4])], [Y],
+                                    [("i", np.array([[2], [0]], I64_)), ("u", np.full((2, 4), .25, np.float32))],
+                                    opset=13),
 }
 
 
