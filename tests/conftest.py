@@ -668,8 +668,13 @@ def pytest_collection_modifyitems(config, items):
         if where not in seen and "real" not in item.keywords and item.get_closest_marker("slow") is None:
             seen.add(where)
             item.add_marker(SAMPLE)
-    # the slow ones first: pytest-xdist hands tests out in this order, so none starts last on its own
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    # the slow ones first, longest first (`slow(seconds=N)`, on a quiet machine): pytest-xdist hands tests out in
+    # this order, so none starts last on its own
+    def order(item):
+        slow = item.get_closest_marker("slow")
+        return (slow is None, -(slow.kwargs.get("seconds", 0) if slow else 0))
+
+    items.sort(key=order)
 
 
 def _sampling(config) -> bool:

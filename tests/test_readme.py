@@ -219,7 +219,7 @@ def _problems(ran: list[Ran], mode: str, folder: Path) -> str:
     return "\n".join(problems)
 
 
-@pytest.mark.slow  # every example of every page, one after another (about a minute on a quiet machine)
+@pytest.mark.slow(seconds=80)  # every example of every page, one after another
 def test_examples_of_every_page_in_order_in_one_clone(tmp_path, blocker):
     """The README's promise: every page's examples, the pages in the Documentation table's order, run from one
     clone and print what the pages show. A page that writes an output name an earlier page wrote fails here

@@ -481,7 +481,7 @@ def _report(name: str, codes: dict, started: float, capsys) -> None:
         print(f"\n[fuzz] {name}: {sum(codes.values())} cases in {time.monotonic() - started:.1f} s ({detail})")
 
 
-@pytest.mark.slow  # hundreds of mutants through every command: 5-20 s
+@pytest.mark.slow(seconds=8)  # hundreds of mutants through every command
 def test_contract_on_onnx_mutants(tmp_path, monkeypatch, capsys):
     rng = random.Random(SEED)
     seeds = onnx_seeds()
@@ -518,7 +518,7 @@ def test_contract_on_onnx_mutants(tmp_path, monkeypatch, capsys):
     assert set(codes) != {0}, "no mutant was refused: the mutations do not bite"
 
 
-@pytest.mark.slow  # hundreds of mutants through every command: 5-20 s
+@pytest.mark.slow(seconds=8)  # hundreds of mutants through every command
 def test_contract_on_flipped_headers(tmp_path, monkeypatch, capsys):
     """Byte flips in the first bytes of the shipped models (synthetic fixtures and PyTorch's exports, as their
     exporters wrote them): the IR version, producer strings, the first names and attributes, and the protobuf
@@ -550,7 +550,7 @@ def test_contract_on_flipped_headers(tmp_path, monkeypatch, capsys):
     assert set(codes) != {0} and len(codes) > 1, "every flip refused, or none: the flips do not bite"
 
 
-@pytest.mark.slow  # hundreds of mutants through every command: 5-20 s
+@pytest.mark.slow(seconds=8)  # hundreds of mutants through every command
 def test_contract_on_ir_mutants(tmp_path, monkeypatch, capsys):
     pytest.importorskip("openvino")
     rng = random.Random(SEED + 1)
