@@ -220,6 +220,17 @@ def test_an_if_on_a_value_stays_and_one_on_a_declared_dim_is_settled(tmp_path):
         np.testing.assert_array_equal(_ort(tmp_path / "s.onnx", f)[0], feeds["x"] * ((2 if sr == 16000 else 3) + 5))
 
 
+def _squeeze_if() -> onnx.NodeProto:
+    """If 'squeeze' on `is1`: x [N, L] squeezed to [N] (then), or x itself (else), as output `a`."""
+    out = helper.make_tensor_value_info
+    return helper.make_node(
+        "If", ["is1"], ["a"], name="squeeze",
+        then_branch=helper.make_graph([helper.make_node("Squeeze", ["x", "axis1"], ["sq"])], "t", [],
+                                      [out("sq", TensorProto.FLOAT, ["N"])]),
+        else_branch=helper.make_graph([helper.make_node("Identity", ["x"], ["id"])], "e", [],
+                                      [out("id", TensorProto.FLOAT, ["N", "L"])]))
+
+
 def _squeeze_then_lstm(lstm_behind_a_value_if: bool) -> onnx.ModelProto:
     """x [N, L] -> If 'squeeze' (L == 1: Squeeze to [N], else x) -> Unsqueeze(0) -> an LSTM (input size 3), which
     needs a 3-D X: the Squeeze branch never gets through it. With `lstm_behind_a_value_if` the LSTM sits in the
@@ -227,12 +238,7 @@ def _squeeze_then_lstm(lstm_behind_a_value_if: bool) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     out = helper.make_tensor_value_info
     tensor = lambda name, a: numpy_helper.from_array(np.asarray(a), name)  # noqa: E731
-    squeeze = helper.make_node(
-        "If", ["is1"], ["a"], name="squeeze",
-        then_branch=helper.make_graph([helper.make_node("Squeeze", ["x", "axis1"], ["sq"])], "t", [],
-                                      [out("sq", TensorProto.FLOAT, ["N"])]),
-        else_branch=helper.make_graph([helper.make_node("Identity", ["x"], ["id"])], "e", [],
-                                      [out("id", TensorProto.FLOAT, ["N", "L"])]))
+    squeeze = _squeeze_if()
     lstm = [helper.make_node("LSTM", ["u", "W", "R"], ["Y"], hidden_size=2, name="lstm"),
             helper.make_node("ReduceSum", ["Y"], ["y_lstm"], keepdims=0)]
     nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["L"], axis=0),
@@ -284,12 +290,7 @@ def _dead_end_lstm(with_lstm: bool = True) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     out = helper.make_tensor_value_info
     tensor = lambda name, a: numpy_helper.from_array(np.asarray(a), name)  # noqa: E731
-    squeeze = helper.make_node(
-        "If", ["is1"], ["a"], name="squeeze",
-        then_branch=helper.make_graph([helper.make_node("Squeeze", ["x", "axis1"], ["sq"])], "t", [],
-                                      [out("sq", TensorProto.FLOAT, ["N"])]),
-        else_branch=helper.make_graph([helper.make_node("Identity", ["x"], ["id"])], "e", [],
-                                      [out("id", TensorProto.FLOAT, ["N", "L"])]))
+    squeeze = _squeeze_if()
     nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["L"], axis=0),
              helper.make_node("Equal", ["L", "one"], ["is1"]), squeeze,
              helper.make_node("Unsqueeze", ["a", "axis0"], ["u"]), helper.make_node("Shape", ["u"], ["y"])]
