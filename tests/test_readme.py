@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -135,25 +136,55 @@ def environment(blocker: Optional[Path] = None) -> dict:
     return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(blocker)] * bool(blocker) + paths))
 
 
+class Server:
+    """tests/examples_server.py in `env`: runs each example in a fork of one process that imported rnnconv once
+    (what `python -m rnnconv ...` and `python -c SCRIPT` print and exit with, a second of CPU less each)."""
+
+    def __init__(self, env: dict):
+        self.env = env
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "examples_server.py")], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert json.loads(self.proc.stdout.readline() or "{}").get("ready"), "the examples server did not start"
+
+    def run(self, step: Step, folder: Path) -> tuple[int, str]:
+        script = step.text if step.kind == "script" else None
+        request = {"argv": step.argv()[3:] if step.kind == "rnnconv" else None, "script": script, "cwd": str(folder)}
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline())
+        return answer["code"], answer["output"]
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
 def walk(steps: list[Step], mode: str, folder: Path, blocker: Optional[Path]) -> list[Ran]:
     """Every step of `mode`, in order, in `folder` (made, with its `fixtures` link, when new); the exit code of a
     command is what its `echo $?` prints."""
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "fixtures").exists():
         (folder / "fixtures").symlink_to(ROOT / "fixtures")
-    env = environment(blocker if mode == "without openvino" else None)
+    server = Server(environment(blocker if mode == "without openvino" else None))
     ran: list[Ran] = []
-    for step in steps:
-        if step.mode not in (None, mode):
-            continue
-        if step.kind == "echo":
-            code = ran[-1].code if ran else 0
-            ran.append(Ran(step, 0, [str(code)], 0.0))
-            continue
-        start = time.perf_counter()
-        proc = subprocess.run(step.argv(), cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=600)
-        ran.append(Ran(step, proc.returncode, proc.stdout.splitlines(), time.perf_counter() - start))
+    try:
+        for step in steps:
+            if step.mode not in (None, mode):
+                continue
+            if step.kind == "echo":
+                code = ran[-1].code if ran else 0
+                ran.append(Ran(step, 0, [str(code)], 0.0))
+                continue
+            start = time.perf_counter()
+            if step.kind == "python":  # `$ python ...`: its own interpreter, as a reader's shell starts it
+                proc = subprocess.run(step.argv(), cwd=folder, env=server.env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, timeout=600)
+                code, output = proc.returncode, proc.stdout
+            else:
+                code, output = server.run(step, folder)
+            ran.append(Ran(step, code, output.splitlines(), time.perf_counter() - start))
+    finally:
+        server.close()
     return ran
 
 
