@@ -128,7 +128,7 @@ def test_fuzz_onnx_bytes(tmp_path, capsys):
     started = time.monotonic()
     model_path = tmp_path / "m.onnx"
 
-    @fuzz_settings(2500)
+    @fuzz_settings(1000)
     @given(st.sampled_from(sorted(ONNX_BYTES)), st.lists(byte_mutation, min_size=1, max_size=4))
     def run(name, mutations):
         counts["cases"] += 1
@@ -260,7 +260,7 @@ def test_fuzz_onnx_graphs(tmp_path, capsys):
     model_path, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
     protos = {name: onnx.load_from_string(data) for name, data in ONNX_BYTES.items()}
 
-    @fuzz_settings(1500)
+    @fuzz_settings(600)
     @given(st.sampled_from(sorted(protos)), st.lists(graph_mutation, min_size=1, max_size=3),
            st.integers(0, 3))
     def run(name, mutations, upgrade_every):
@@ -373,7 +373,7 @@ def test_fuzz_ir_reader(tmp_path, capsys):
     counts = {"cases": 0, "read": 0, "refused": 0}
     started = time.monotonic()
 
-    @fuzz_settings(3000)
+    @fuzz_settings(1200)
     @given(st.sampled_from(sorted(seeds)), st.lists(ir_mutation, min_size=1, max_size=3))
     def run(name, mutations):
         counts["cases"] += 1

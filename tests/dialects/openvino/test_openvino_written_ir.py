@@ -229,9 +229,22 @@ def _compare(want: dict, got: dict, names, tol=1e-5):
             np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), atol=tol, rtol=tol, err_msg=name)
 
 
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """A case's IR and feeds by name, built once per test process: the both-ways test and the layer-type census
+    below share them (OpenVINO writes each)."""
+    built: dict = {}
+
+    def get(name: str):
+        if name not in built:
+            built[name] = ALL[name](tmp_path_factory.mktemp("written"))
+        return built[name]
+    return get
+
+
 @pytest.mark.parametrize("name", sorted(ALL))
-def test_openvino_written_ir_both_ways(tmp_path, name):
-    xml, feeds = ALL[name](tmp_path)
+def test_openvino_written_ir_both_ways(tmp_path, name, written):
+    xml, feeds = written(name)
     back = tmp_path / "back.onnx"
     assert from_openvino(xml, back, inputs=feeds).report.ok
     onnx.checker.check_model(onnx.load(str(back)), full_check=True)
@@ -248,12 +261,10 @@ def _types(xml: Path) -> set[str]:
 
 
 @pytest.mark.slow(seconds=20)  # OpenVINO writes an IR for every case
-def test_every_mapped_layer_type_is_in_some_case(tmp_path):
+def test_every_mapped_layer_type_is_in_some_case(written):
     seen: set[str] = set()
-    for k, (name, build) in enumerate(sorted(ALL.items())):
-        folder = tmp_path / str(k)
-        folder.mkdir()
-        seen |= _types(build(folder)[0])
+    for name in sorted(ALL):
+        seen |= _types(written(name)[0])
     missing = sorted(t for t in ops.REVERSE if t not in seen)
     assert not missing, f"IR layer types mapped but written by no case: {missing}"
 
