@@ -20,10 +20,10 @@ from tests.conftest import ALL_OPTIONAL, NO_OPTIONAL, feeds, recurrent_model, re
 onnx_converter = onnx.version_converter
 
 
-def _convert(src: onnx.ModelProto, target: int):
+def _convert(src: onnx.ModelProto, target: int, verify: str = "full"):
     source_opset = src.opset_import[0].version
     fn = rnnconv.upgrade if target >= source_opset else rnnconv.downgrade
-    return io.to_proto(fn(src, opset=target).model)
+    return io.to_proto(fn(src, opset=target, verify=verify).model)
 
 
 CASES = [
@@ -42,7 +42,9 @@ def test_version_matrix(op, frm, to, direction, layout, optional):
     lbr = int(op == "GRU" and frm >= 3 and to >= 3 and direction != "reverse")
     src = recurrent_model(op, opset=frm, direction=direction, layout=layout, lbr=lbr,
                           **(ALL_OPTIONAL if optional else NO_OPTIONAL))
-    out = _convert(src, to)
+    # rnnconv's node check kept; its whole-model checks, which on this one-node model repeat it and what this test
+    # holds against onnxruntime on both sides below, left out (a third of the CPU of 384 cases)
+    out = _convert(src, to, verify="node")
     onnx.checker.check_model(out, full_check=True)
     assert out.opset_import[0].version == to
     node = next(n for n in out.graph.node if n.op_type == op)
