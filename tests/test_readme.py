@@ -270,6 +270,27 @@ def test_examples_of_each_page_alone(page, tmp_path, blocker):
     assert not problems, f"{page}'s examples differ {ALONE_MODE}, the page alone:\n{problems}"
 
 
+def test_the_examples_server_prints_and_exits_as_a_process(tmp_path):
+    """What the walks rely on: an example run in the server prints (stdout and stderr in order) and exits as
+    `python -m rnnconv ...` or `python -c SCRIPT` started on its own does."""
+    (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
+    steps = [Step("t", 1, "rnnconv", "rnnconv inspect fixtures/lstm.onnx"),
+             Step("t", 2, "rnnconv", "rnnconv upgrade fixtures/lstm.onnx -o out/x.onnx --opset 99"),
+             Step("t", 3, "rnnconv", "rnnconv inspect fixtures/no-such-model.onnx"),
+             Step("t", 4, "script", "import sys\nprint('out')\nprint('err', file=sys.stderr)\nprint(sys.argv)\n"
+                                    "import os\nprint(os.getcwd())\nsys.exit(3)")]
+    env = environment()
+    server = Server(env)
+    try:
+        for step in steps:
+            alone = subprocess.run(step.argv(), cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, timeout=600)
+            assert server.run(step, tmp_path) == (alone.returncode, alone.stdout), step.text
+    finally:
+        server.close()
+    assert not (tmp_path / "out").exists()
+
+
 def test_out_is_ignored_by_git():
     gitignore = ROOT / ".gitignore"
     if not gitignore.exists():  # not in an unpacked source distribution
