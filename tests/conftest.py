@@ -538,13 +538,25 @@ def run_engine(model, inputs: Mapping[str, np.ndarray], precision: str = "float6
     return run_onnx(io.load(model), inputs, precision)
 
 
+def whole_model(before, after, options=None, **whole):
+    """The report of verification's runner on a plan of `before` against `after` (verification Models) alone,
+    as a conversion's whole-model check runs it (`whole`: WholeModel's other fields)."""
+    from rnnconv.verification.options import CheckOptions
+    from rnnconv.verification.plan import CheckPlan, WholeModel
+    from rnnconv.verification.report import Report
+    from rnnconv.verification.runner import verify_plan
+
+    plan = CheckPlan(whole=WholeModel(before, after, **whole))
+    return verify_plan(plan, options or CheckOptions(), Report("test"))
+
+
 def openvino_outputs(xml: Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The IR in the OpenVINO runtime through rnnconv's own runner (engine/openvino_runtime.py: CPU, f32
     precision, dynamic dims fixed to the inputs', bfloat16 passed as its bits), every output under each of its
     tensor names."""
     from rnnconv.engine import openvino_runtime
 
-    return {n: o.value for o in openvino_runtime.run(xml, inputs, reshape=True) for n in o.names}
+    return {n: o.value for o in openvino_runtime.run_files(xml, inputs, reshape=True) for n in o.names}
 
 
 OPENVINO_TOL = 1e-4  # the OpenVINO runtime (CPU, f32) against onnxruntime, float32 models

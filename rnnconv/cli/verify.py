@@ -38,8 +38,8 @@ ENGINE_CHOICES = click.Choice(["rnnconv", "onnxruntime", "openvino", "all"])
 @json_option
 @force_option
 @filled
-def command(reference, candidate, engine, reference_engine, candidate_engine, atol, rtol, seed, runs, dims, ranges,
-            inputs, save_inputs, save_outputs, plot, as_json, force):
+def command(reference, candidate, engine, reference_engine, candidate_engine, save_inputs, save_outputs, plot,
+            as_json, force, **values):
     """Run REFERENCE and CANDIDATE (ONNX .onnx or OpenVINO IR .xml) on the same inputs and compare every output.
 
     Outputs are matched by name and their shapes must match exactly. Every run is compared with the baseline:
@@ -59,8 +59,7 @@ def command(reference, candidate, engine, reference_engine, candidate_engine, at
 
     report = compare_models(reference, candidate, engine=engine, reference_engine=reference_engine,
                             candidate_engine=candidate_engine, save_inputs=save_inputs, save_outputs=save_outputs,
-                            plot=plot, force=force,
-                            options=check_values(atol, rtol, seed, runs, dims, ranges, inputs))
+                            plot=plot, force=force, options=check_values(values))
     emit_report(report, as_json)
     if not report.ok:
         sys.exit(EXIT_VERIFY)  # click's non-standalone main swallows click's own Exit

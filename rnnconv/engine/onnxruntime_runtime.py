@@ -166,7 +166,7 @@ class NodeSession:
         return out
 
 
-def run(model: ir.Model, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_model(model: ir.Model, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The model's outputs by name; onnxruntime's refusal or failure is raised as its own exception."""
     try:
         return Session(model).run(feeds)
@@ -210,6 +210,33 @@ def newest_common_opset() -> int:
     return 7
 
 
+def run_file(path, feeds: Mapping[str, np.ndarray], *, isolate: bool = False) -> None:
+    """Load the ONNX file `path` as users do (`InferenceSession(path)`, default session options) and run it once on
+    `feeds` (those it takes); onnxruntime's refusal or failure is raised (as a Refusal from a child process).
+    `isolate`: in one child process (`ort_worker`), which maps the weights itself."""
+    if isolate:
+        [(out, why)] = _ask({"models": [(str(path), {}, None)], "feeds": {k: np.asarray(v) for k, v in feeds.items()}})
+        if out is None:
+            raise RuntimeError(why)
+        return
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(4)
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # quiet; nothing else differs from the defaults
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    taken = {i.name for i in session.get_inputs()}
+    values = {k: _value(ort, v) for k, v in feeds.items() if k in taken}
+    session.run_with_ort_values(None, values)  # OrtValues: bfloat16 outputs come back as they are
+
+
+def _value(ort, v):
+    v = np.asarray(v)
+    if v.dtype.name == "bfloat16":
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(v.view(np.uint16), BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v))
+
+
 def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> list[tuple[Optional[dict], str]]:
     """Run each model in one child process (`ort_worker`): per model, (outputs, "") or (None, why onnxruntime
     refused or failed); Crashed if the process died. External weights are named by file and offset, not sent."""
@@ -226,6 +253,10 @@ def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> lis
             else:
                 specs[name] = np.asarray(array, order="C")  # a scalar stays rank 0
         job["models"].append((proto.SerializeToString(), specs, threads_for(model)))
+    return _ask(job)
+
+
+def _ask(job: dict) -> list[tuple[Optional[dict], str]]:
     if serving.sharing():  # batch mode: the child that answered the previous models
         try:
             return _refusals(serving.child(ORT_WORKER).ask(job))

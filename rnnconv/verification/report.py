@@ -101,6 +101,9 @@ class VerifyReport(Report):
     inputs: list = dataclasses.field(default_factory=list)  # per run: how each input was made
     seed: Optional[int] = None
     notes: list = dataclasses.field(default_factory=list)
+    # what the runs took and gave, for save_inputs / save_outputs: [runK/]NAME and [runK/]SIDE.ENGINE/OUTPUT
+    feeds: dict = dataclasses.field(default_factory=dict, repr=False)
+    outputs: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def as_dict(self) -> dict:
         d = super().as_dict()

@@ -69,6 +69,7 @@ class Check:
     note: str = ""
     run: Optional[int] = None  # which input set, when there are several
     no_kernel: Optional[tuple[str, int]] = None  # (op, version): the runtime has no kernel for it, why it failed
+    refusal: Optional[str] = None  # onnxruntime's refusal of the written model at its default session options
 
     @property
     def ok(self) -> bool:

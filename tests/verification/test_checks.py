@@ -9,8 +9,7 @@ import pytest
 import rnnconv
 from rnnconv.engine import onnxruntime_runtime
 from rnnconv.errors import VerificationFailed
-from rnnconv.verification import checks
-from tests.conftest import ALL_OPTIONAL, recurrent_model
+from tests.conftest import ALL_OPTIONAL, recurrent_model, whole_model
 
 
 def test_converted_model_that_onnxruntime_refuses_fails_verification(monkeypatch):
@@ -60,9 +59,8 @@ def test_a_source_rounding_at_run_time_is_held_again_to_the_dequantized_toleranc
     onnx.save(_rounding_model(0.0, quantize), tmp_path / "a.onnx")
     onnx.save(_rounding_model(moved, quantize), tmp_path / "b.onnx")
     to_openvino(tmp_path / "a.onnx", tmp_path / "a.xml", verify="none")
-    notes = []
-    found = checks.check_models(open_model(tmp_path / "b.onnx"), open_model(tmp_path / "a.xml"),
-                                checks.CheckOptions(), notes=notes)
+    report = whole_model(open_model(tmp_path / "b.onnx"), open_model(tmp_path / "a.xml"))
+    found, notes = report.checks, report.notes
     assert found and all(c.ok == ok for c in found)
     assert any(c.max_abs >= moved * 0.99 for c in found)
     said = [n for n in notes if "rounds values computed at run time" in n]

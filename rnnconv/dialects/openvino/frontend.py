@@ -74,16 +74,16 @@ class FrontendConversion:
         return f"OpenVINO's ONNX import converted the other {n} node(s) ({ops}); {mapped}" if n else mapped
 
 
-def convert(path, model: ir.Model, translate: Callable[[ir.Model], Conversion], *,
-            tmpdir: Optional[str] = None) -> FrontendConversion:
+def import_onnx(path, model: ir.Model, map_node: Callable[[ir.Model], Conversion], *,
+                tmpdir: Optional[str] = None) -> FrontendConversion:
     """The ONNX file at `path` (loaded as `model`) as an openvino.Model, as OpenVINO's import leaves it (before
-    convert_model's offline passes): each recurrent node `translate`d by rnnconv and grafted. Every node rnnconv
+    convert_model's offline passes): each recurrent node mapped by rnnconv (`map_node`) and grafted. Every node rnnconv
     refuses is named in one Unsupported (or BadInput); what OpenVINO's import refuses is Unsupported with its
     reason. `tmpdir`: where each node's IR passes."""
     from openvino.frontend import FrontEndManager
     from openvino.frontend.onnx import ConversionExtension
 
-    hook = _Hook(model, translate, tmpdir)
+    hook = _Hook(model, map_node, tmpdir)
     fe = FrontEndManager().load_by_framework("onnx")
     for op in onnx_recurrent.OPS:
         fe.add_extension(ConversionExtension(op, hook))
@@ -180,8 +180,8 @@ def _rank_decided_at_run_time(nodes: list) -> Optional[str]:
 class _Hook:
     """The conversion extension's callable: one call per recurrent node OpenVINO's import meets."""
 
-    def __init__(self, model: ir.Model, translate, tmpdir: Optional[str]):
-        self.translate = translate
+    def __init__(self, model: ir.Model, map_node, tmpdir: Optional[str]):
+        self.map_node = map_node
         self.nodes: dict[tuple, list[onnx_recurrent.RecurrentNode]] = {}
         for rn in [*onnx_recurrent.find(model), *onnx_quantized.find(model)]:
             self.nodes.setdefault((rn.op, _input_names(rn.node)), []).append(rn)
@@ -230,7 +230,7 @@ class _Hook:
         rn = self._identify(op, inputs)
         single, keep = self._single(rn, inputs)
         try:
-            conversion = self.translate(single)
+            conversion = self.map_node(single)
         except RnnconvError as err:
             raise type(err)(f"{rn.op} node {rn.name!r}: {_strip_label(err.message)}", fixes=err.fixes) from None
         for r in conversion.rewrites:
