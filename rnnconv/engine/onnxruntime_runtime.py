@@ -210,31 +210,28 @@ def newest_common_opset() -> int:
     return 7
 
 
-def run_file(path, feeds: Mapping[str, np.ndarray], *, isolate: bool = False) -> None:
-    """Load the ONNX file `path` as users do (`InferenceSession(path)`, default session options) and run it once on
-    `feeds` (those it takes); onnxruntime's refusal or failure is raised (as a Refusal from a child process).
-    `isolate`: in one child process (`ort_worker`), which maps the weights itself."""
+def run_file(path, feeds: Mapping[str, np.ndarray], *, threads: Optional[int] = None, isolate: bool = False
+             ) -> dict[str, np.ndarray]:
+    """The outputs of the ONNX file `path`, loaded as users load it (`InferenceSession(path)`, the default session
+    options but `threads`, as threads_for says) and run on `feeds` (those it takes); onnxruntime's refusal or
+    failure is raised. `isolate`: in one child process (`ort_worker`), which maps the weights itself."""
     if isolate:
-        [(out, why)] = _ask({"models": [(str(path), {}, None)], "feeds": {k: np.asarray(v) for k, v in feeds.items()}})
+        [(out, why)] = _ask({"models": [(str(path), {}, threads)],
+                             "feeds": {k: np.asarray(v) for k, v in feeds.items()}})
         if out is None:
             raise RuntimeError(why)
-        return
+        return out
+    session = ort_session(path, threads)
+    taken = {i.name for i in session.get_inputs()}
+    return dict(zip([o.name for o in session.get_outputs()],
+                    _run(session, {k: v for k, v in feeds.items() if k in taken})))
+
+
+def ort_session(path, threads: Optional[int] = None):
+    """onnxruntime's session of the file at `path`, as users make it (quiet)."""
     import onnxruntime as ort
 
-    ort.set_default_logger_severity(4)
-    options = ort.SessionOptions()
-    options.log_severity_level = 4  # quiet; nothing else differs from the defaults
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    taken = {i.name for i in session.get_inputs()}
-    values = {k: _value(ort, v) for k, v in feeds.items() if k in taken}
-    session.run_with_ort_values(None, values)  # OrtValues: bfloat16 outputs come back as they are
-
-
-def _value(ort, v):
-    v = np.asarray(v)
-    if v.dtype.name == "bfloat16":
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(v.view(np.uint16), BFLOAT16)
-    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v))
+    return ort.InferenceSession(str(path), _options(threads), providers=["CPUExecutionProvider"])
 
 
 def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> list[tuple[Optional[dict], str]]:

@@ -6,8 +6,7 @@ pickled job on stdin: {"models": [(model bytes, weights, threads)], "feeds": {na
 a graph input to an array or to (path, offset, dtype, shape) in a data file, memory-mapped here once for all
 models, and threads is the session's intra-op thread count (None: onnxruntime's default). A model given as a
 path (str) is loaded from its file with the default session options, as users load it (weight prepacking off:
-a packed copy of a big model's weights would double this process's memory, and packing refuses nothing), and
-answers an empty dict of outputs once it ran. Writes one pickled
+a packed copy of a big model's weights would double this process's memory, and packing refuses nothing). Writes one pickled
 list on stdout: per model, (outputs by name, "") or (None, reason). The checking process then holds none of the
 weights while onnxruntime runs, so the peak is the weights once plus this small process.
 """
@@ -53,15 +52,11 @@ def answer(job: dict) -> list:
             if isinstance(model, str):
                 options.add_session_config_entry("session.disable_prepacking", "1")
             session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-            if isinstance(model, str):
-                taken = {i.name for i in session.get_inputs()}
-                session.run_with_ort_values(None, {k: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v))
-                                                   for k, v in job["feeds"].items() if k in taken})
-                answers.append(({}, ""))
-            else:
-                names = [o.name for o in session.get_outputs()]
-                values = session.run(None, {**{k: array(v) for k, v in weights.items()}, **job["feeds"]})
-                answers.append(({n: np.asarray(v) for n, v in zip(names, values)}, ""))
+            taken = {i.name for i in session.get_inputs()}
+            names = [o.name for o in session.get_outputs()]
+            feeds = {k: v for k, v in job["feeds"].items() if k in taken}
+            values = session.run(None, {**{k: array(v) for k, v in weights.items()}, **feeds})
+            answers.append(({n: np.asarray(v) for n, v in zip(names, values)}, ""))
         except Exception as err:  # refused or failed: the caller decides what that means
             lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
             answers.append((None, lines[-1][:300] if lines else type(err).__name__))

@@ -156,12 +156,15 @@ def _run_onnxruntime(model: Model, feeds, isolate: bool) -> dict[str, np.ndarray
         io.release_external(onnx_model)
 
 
-def run_as_written(path, feeds: Mapping[str, np.ndarray], *, isolate: bool = False) -> None:
-    """Load the ONNX file `path` in onnxruntime as users do (`InferenceSession(path)`, default session options:
-    every graph optimization, the weights as initializers) and run it once: CannotRun with onnxruntime's refusal
-    or failure, Crashed when its process died. `isolate`: in a child process (big models)."""
+def run_as_written(path, model: Model, feeds: Mapping[str, np.ndarray], *, isolate: bool = False
+                   ) -> dict[str, np.ndarray]:
+    """The ONNX file `path` (holding `model`) loaded in onnxruntime as users load it (`InferenceSession(path)`,
+    default session options: every graph optimization, the weights as initializers) and run on `feeds`, outputs
+    by name: CannotRun with onnxruntime's refusal or failure, Crashed when its process died. A big model (or
+    `isolate`) runs in a child process."""
+    isolate = isolate or external_bytes(model.onnx) > ISOLATE_WEIGHT_BYTES
     try:
-        ort.run_file(path, feeds, isolate=isolate)
+        return ort.run_file(path, feeds, threads=ort.threads_for(model.onnx), isolate=isolate)
     except ort.Crashed as err:
         raise Crashed(str(err)) from err
     except Exception as err:
@@ -170,6 +173,13 @@ def run_as_written(path, feeds: Mapping[str, np.ndarray], *, isolate: bool = Fal
 
 
 _ORT_PREFIX = re.compile(r"^.*?\[ONNXRuntimeError\] : \d+ : \w+ : ")  # the status code before onnxruntime's message
+
+
+def runs_as_written(model: Model) -> bool:
+    """Whether onnxruntime's Python API can run the file of `model` as it is (bfloat16 inputs and outputs it
+    cannot take or give as numpy arrays; `_run_onnxruntime` casts them in a copy)."""
+    graph = model.onnx.graph
+    return not any(v.dtype == ir.DataType.BFLOAT16 for v in [*graph.inputs, *graph.outputs])
 
 
 def _has_bfloat16(model: ir.Model) -> bool:

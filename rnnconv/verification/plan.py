@@ -146,7 +146,8 @@ class Failure(enum.Enum):
 class Side:
     """One model in one engine. `known`: why the engine refuses this model, when a runtime fact says so
     (allowances.known_refusal); `unavailable`: why the engine cannot run here at all (not installed, too big to
-    compile): rnnconv's engine runs the model instead, reported as skipped."""
+    compile): rnnconv's engine runs the model instead, reported as skipped. `as_written`: the ONNX file the
+    command writes, which onnxruntime runs from that file as users load it (WholeModel.as_written)."""
 
     model: Model
     engine: str
@@ -155,6 +156,7 @@ class Side:
     failure: Failure = Failure.FAILS
     known: Optional[str] = None
     unavailable: Optional[str] = None
+    as_written: bool = False
 
     @property
     def label(self) -> str:
@@ -259,14 +261,17 @@ def choose(whole: WholeModel, machine: Machine) -> Choice:
             "model",
             Side(before, engine_b, isolate=runtimes.isolate, failure=Failure.STANDS_IN,
                  known=allowances.known_refusal(before, engine_b), unavailable=why_b),
-            _converted(after, engine_a, runtimes.isolate), held_again=held_again))
+            _converted(after, engine_a, runtimes.isolate, whole.as_written), held_again=held_again))
     return Choice(baseline, tuple(chosen))
 
 
-def _converted(after: Model, engine: str, isolate: bool) -> Side:
-    """The converted model in its runtime: a refusal fails the comparison, unless a runtime fact explains it."""
+def _converted(after: Model, engine: str, isolate: bool, as_written: bool) -> Side:
+    """The converted model in its runtime: a refusal fails the comparison, unless a runtime fact explains it. The
+    ONNX file the command writes runs in onnxruntime from that file, as users load it, where onnxruntime's Python
+    API takes its inputs and outputs (engines.runs_as_written): one session for the comparison and the load."""
     known = allowances.known_refusal(after, engine)
-    return Side(after, engine, isolate=isolate, failure=Failure.STANDS_IN if known else Failure.FAILS, known=known)
+    return Side(after, engine, isolate=isolate, failure=Failure.STANDS_IN if known else Failure.FAILS, known=known,
+                as_written=as_written and not known and engine == "onnxruntime" and engines.runs_as_written(after))
 
 
 def unfit(model: Model, machine: Machine, *, early: bool = False) -> Optional[str]:

@@ -84,11 +84,11 @@ def verify_plan(plan: CheckPlan, options: CheckOptions, report: Report, *,
     runs = None
     if plan.whole is not None:
         progress("whole model")
-        runs = _whole(plan.whole, choice, options, report, started)
+        runs = _whole(plan.whole, choice, options, report, started, stage)
     for longer in plan.longer:
         report.checks.extend(_longer(longer, options))
-    if runs is not None and plan.whole.as_written and report.ok and stage is not None:
-        report.checks.extend(_as_written(plan.whole, runs, stage))
+    if runs is not None and plan.whole.as_written and stage is not None:
+        report.checks.extend(_as_written(plan.whole, runs, stage, report.ok))
     return report
 
 
@@ -187,12 +187,16 @@ def _check_node_memory(pair: NodePair, sets: list) -> None:
 # -- a conversion's whole model -------------------------------------------------------------------------------------
 
 class _Runs:
-    """Every run of one whole-model check, each made once: (model, engine, precision) -> Run on the same sets."""
+    """Every run of one whole-model check, each made once: (model, engine, precision) -> Run on the same sets.
+    `written`: how onnxruntime took the written file as users load it: None when it was not run from it, "" when
+    it ran, else onnxruntime's refusal."""
 
-    def __init__(self, whole: WholeModel, sets: list, precision: str, started: Optional[Started]):
-        self.whole, self.sets, self.precision = whole, sets, precision
+    def __init__(self, whole: WholeModel, sets: list, precision: str, started: Optional[Started],
+                 stage: Optional[Callable[[], Optional[Path]]]):
+        self.whole, self.sets, self.precision, self.stage = whole, sets, precision, stage
         self.started = started if started is not None and same_sets(started.sets, sets) else None
         self.made: dict[tuple, Run] = {}
+        self.written: Optional[str] = None
 
     def add(self, run: Run) -> Run:
         self.made[self.key(run.model, run.engine, run.precision)] = run
@@ -215,6 +219,8 @@ class _Runs:
                     run.outputs.append(self.started.pending.result())
                 except engines.CannotRun as err:
                     run.error = err
+            elif side.as_written and self.stage is not None:
+                run = self._as_written(side)
             else:
                 run = run_sets(side.model, side.engine, self.sets, precision=side.precision, isolate=side.isolate)
             self.made[key] = run
@@ -222,6 +228,26 @@ class _Runs:
         if isinstance(run.error, engines.Unavailable):  # installed, cannot be imported: skipped as when absent
             return None, f"{run.label}: {run.error}"
         return run, None
+
+    def _as_written(self, side: Side) -> Run:
+        """The converted model run from the file about to be written, as users load it: the comparison's run and
+        the proof that it loads, in one session. Where that session refuses it, the model runs as every other
+        model does (its weights fed as inputs, which leaves onnxruntime's graph optimizations nothing to rewrite)
+        and the refusal is kept for the verdict."""
+        path = self.stage()
+        if path is not None:
+            run = Run(side.model, side.engine)
+            try:
+                run.outputs = [engines.run_as_written(path, side.model, feeds, isolate=side.isolate)
+                               for feeds, _ in self.sets]
+                self.written = ""
+                return run
+            except engines.Crashed as err:
+                run.error, run.outputs = err, []
+                return run
+            except engines.CannotRun as err:
+                self.written = str(err)
+        return run_sets(side.model, side.engine, self.sets, precision=side.precision, isolate=side.isolate)
 
     def stand_in(self, model: Model) -> Run:
         return self.get(Side(model, "rnnconv", self.precision))[0]
@@ -235,7 +261,8 @@ class _Runs:
         return placed
 
 
-def _whole(whole: WholeModel, choice, options: CheckOptions, report: Report, started: Optional[Started]) -> _Runs:
+def _whole(whole: WholeModel, choice, options: CheckOptions, report: Report, started: Optional[Started],
+           stage: Optional[Callable[[], Optional[Path]]]) -> _Runs:
     """The comparisons `choice` lists, on the input sets the source runs on; report filled, the runs returned."""
     before, after = whole.before, whole.after
     precision = whole.precision or precision_of(before)
@@ -244,7 +271,7 @@ def _whole(whole: WholeModel, choice, options: CheckOptions, report: Report, sta
     sets, baseline, note = runnable_sets(before, specs, options, choice.baseline, small=precision == "float32",
                                          precision=precision, isolate=whole.runtimes.isolate)
     report.notes.extend([note] if note else [])
-    runs = _Runs(whole, sets, precision, started)
+    runs = _Runs(whole, sets, precision, started, stage)
     runs.add(baseline)
     compared = _Compared(before, after, options, report, sets)
     found: list[Check] = []
@@ -350,24 +377,27 @@ def _runtime_comparison(c: Comparison, runs: _Runs, compared: _Compared) -> list
     return compared(c, rb, ra)  # Outcome 8
 
 
-def _as_written(whole: WholeModel, runs: _Runs, stage: Callable[[], Optional[Path]]) -> list[Check]:
-    """The written ONNX file loaded and run once in onnxruntime as users run it (default session options), where
-    the comparisons ran the converted model in onnxruntime (a refusal they met is theirs to report). A refusal is
-    a failed check naming it, unless onnxruntime refuses the source loaded alike."""
+def _as_written(whole: WholeModel, runs: _Runs, stage: Callable[[], Optional[Path]], ok: bool) -> list[Check]:
+    """The written ONNX file in onnxruntime as users load it (default session options), where the comparisons
+    ran the converted model in onnxruntime (a refusal they met is theirs to report): their own run from the file
+    (_Runs._as_written), or, where they could not run it from the file, a load and a run of its own once every
+    comparison passed (`ok`). A refusal is a failed check naming it, unless onnxruntime refuses the source
+    loaded alike."""
     ran = runs.made.get(runs.key(whole.after, "onnxruntime", "float64"))
-    if ran is None or not ran.ok:
-        return []
-    path = stage()
-    if path is None:
-        return []
+    if ran is None or not ran.ok or runs.written == "":
+        return []  # not run in onnxruntime (the comparisons say why), or run from the file already
     feeds = runs.sets[0][0]
-    isolate = whole.runtimes.isolate or engines.external_bytes(whole.after.onnx) > engines.ISOLATE_WEIGHT_BYTES
-    try:
-        engines.run_as_written(path, feeds, isolate=isolate)
-        return []
-    except engines.CannotRun as err:
-        refusal, crashed = str(err), isinstance(err, engines.Crashed)
-    if not crashed and whole.before.format == "onnx" and _source_refused(whole.before, feeds, isolate):
+    refusal, crashed = runs.written, False
+    if refusal is None:  # not run from the file (bfloat16 inputs or outputs): loaded and run on its own
+        path = stage() if ok else None
+        if path is None:
+            return []
+        try:
+            engines.run_as_written(path, whole.after, feeds, isolate=whole.runtimes.isolate)
+            return []
+        except engines.CannotRun as err:
+            refusal, crashed = str(err), isinstance(err, engines.Crashed)
+    if not crashed and whole.before.format == "onnx" and _source_refused(whole.before, feeds, whole.runtimes.isolate):
         return []  # the source is refused alike: not the conversion's doing
     why = f"onnxruntime (default session options, as users load the file) refuses it: {refusal}"
     return [Check(WRITTEN, "onnxruntime, default options", [failed(n, why) for n in whole.after.output_names()],
@@ -383,7 +413,7 @@ def _source_refused(before: Model, feeds: Mapping[str, np.ndarray], isolate: boo
             path = Path(folder) / "source.onnx"
             io.save(before.onnx, path)
         try:
-            engines.run_as_written(path, feeds, isolate=isolate)
+            engines.run_as_written(path, before, feeds, isolate=isolate)
             return False
         except engines.CannotRun:
             return True

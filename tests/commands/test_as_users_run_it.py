@@ -90,3 +90,22 @@ def test_a_source_onnxruntime_refuses_alike_is_not_the_conversions_doing(tmp_pat
     onnx.save(quantized_front(21), path)
     code, stdout, stderr = run_cli(["upgrade", path, "-o", tmp_path / "up.onnx", "--opset", "22"])
     assert code == 0, stdout + stderr
+
+
+def test_the_comparison_and_the_load_are_one_session(tmp_path, monkeypatch):
+    """The converted model's onnxruntime comparison runs the file about to be written, as users load it: no
+    second load of a big model (the onnxruntime side of the check costs one session, as before)."""
+    import rnnconv
+    from rnnconv.verification import engines
+    from tests.conftest import recurrent_model
+
+    loaded = []
+    real = engines.run_as_written
+    monkeypatch.setattr(engines, "run_as_written", lambda path, *a, **k: loaded.append(path) or real(path, *a, **k))
+    sessions = []
+    real_session = engines.ort.Session
+    monkeypatch.setattr(engines.ort, "Session", lambda model, **k: sessions.append(model) or real_session(model, **k))
+    report = rnnconv.upgrade(recurrent_model("LSTM", opset=7), tmp_path / "o.onnx", opset=14).report
+    assert report.ok and [c.engines for c in report.checks if c.subject == "model"][-1] == "onnxruntime"
+    assert len(loaded) == 1 and loaded[0].name == "o.onnx" and loaded[0].parent != tmp_path  # the staged file
+    assert len(sessions) == 1  # the source's, fed its weights as inputs; none more for the converted model

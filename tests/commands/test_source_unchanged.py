@@ -26,6 +26,7 @@ CONVERSIONS = {
     "upgrade": lambda m, out: rnnconv.upgrade(m, out, opset=14),
     "downgrade": lambda m, out: rnnconv.downgrade(m, out, opset=7),
     "layout": lambda m, out: rnnconv.convert_layout(m, out, to=1, opset=14),
+    "to_openvino": lambda m, out: rnnconv.to_openvino(m, out.with_suffix(".xml")),
 }
 
 
