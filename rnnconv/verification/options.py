@@ -82,16 +82,21 @@ def given(options: Optional[CheckOptions], named: Mapping[str, object]) -> Check
 
 def check_keywords(api):
     """`api(..., options=None)` that also takes each check option by name (CHECK_OPTIONS), as the CLI takes its
-    flags: they are built into one CheckOptions (checked) at the call, or refused beside `options`."""
+    flags: they are built into one CheckOptions (checked) at the call, or refused beside `options`. The API's
+    switches (parameters annotated bool, or Optional[bool]) take True or False only, as the CLI's flags do."""
     signature = inspect.signature(api)
     own = [p for p in signature.parameters.values() if p.name != "options"]
     named = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
              for f in dataclasses.fields(CheckOptions) if f.name in CHECK_OPTIONS]
+    switches = {p.name: p.annotation == "Optional[bool]" for p in own if p.annotation in ("bool", "Optional[bool]")}
 
     @functools.wraps(api)
     def call(*args, **arguments):
         options = given(arguments.pop("options", None), {k: arguments.pop(k) for k in CHECK_OPTIONS
                                                           if k in arguments})
+        for name, value in arguments.items():
+            if name in switches and not (isinstance(value, bool) or value is None and switches[name]):
+                raise UsageError(f"{name}={_short(value)}: expected True or False")
         return api(*args, options=options, **arguments)
 
     call.__signature__ = signature.replace(parameters=[*own, *named, signature.parameters["options"]])

@@ -218,7 +218,8 @@ def choose(whole: WholeModel, machine: Machine) -> Choice:
     Case 7: the source in OpenVINO, which cannot run here (5, 6): rnnconv's engine runs the source instead.
     Case 8: otherwise both models run in their runtimes; a runtime that cannot run the source is replaced by
         rnnconv's engine, one that refuses the converted model fails the comparison unless a runtime fact
-        explains the refusal (then rnnconv's engine runs it instead); see runner's outcomes.
+        explains the refusal (then rnnconv's engine runs it instead); see runner's outcomes. The ONNX file the
+        command writes (WholeModel.as_written) runs from that file as users load it.
     Every comparison between ONNX and IR whose source rounds values at run time is held again to 'dequantized'
     when it fails (allowances.runtime_rounding)."""
     before, after, runtimes = whole.before, whole.after, whole.runtimes

@@ -127,3 +127,16 @@ def test_cli_check_flags_parse_into_checked_options():
     with pytest.raises((UsageError, click.BadParameter)):
         check_values({**values, "atol": (), "rtol": (), "seed": -1, "runs": None, "dims": (), "ranges": (),
                       "inputs": None})
+
+
+@pytest.mark.parametrize("call, named", [
+    (lambda out: rnnconv.to_openvino(str(LSTM), str(out.with_suffix(".xml")), fp16="no"), "fp16='no'"),
+    (lambda out: rnnconv.fuse(str(LSTM), str(out), free_sequence=1), "free_sequence=1"),
+    (lambda out: rnnconv.upgrade(str(LSTM), str(out), force="yes"), "force='yes'"),
+    (lambda out: rnnconv.from_openvino(str(LSTM), str(out), runtime="off"), "runtime='off'"),
+])
+def test_switches_take_true_or_false(tmp_path, call, named):
+    """A CLI flag is on or off; `fp16="no"` once converted with float16 weights (a non-empty string is true)."""
+    with pytest.raises(UsageError, match=f"^{named}: expected True or False"):
+        call(tmp_path / "out.onnx")
+    assert list(tmp_path.iterdir()) == []
