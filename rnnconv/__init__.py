@@ -1,7 +1,9 @@
 """rnnconv: move recurrent layers (ONNX GRU, LSTM, RNN) between conventions, and prove the numbers were kept.
 
 Public API (each takes a path, a ModelProto or an onnx_ir Model; converting calls return a Result with `.model`
-and `.report`): upgrade, downgrade, convert_layout, dequantize, to_openvino, from_openvino, verify, check, inspect, fuse.
+and `.report`): upgrade, downgrade, convert_layout, dequantize, to_openvino, from_openvino, verify, check, inspect, fuse;
+settle_ifs (returns the settled onnx.ModelProto); openvino_extensions (conversion extensions for OpenVINO's
+`ov.convert_model(..., extension=...)`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ _API = {
     "check": "rnnconv.commands.check",
     "inspect": "rnnconv.commands.inspect",
     "fuse": "rnnconv.commands.fuse",
+    "settle_ifs": "rnnconv.commands.settle_ifs",
+    "openvino_extensions": "rnnconv.commands.to_openvino",
 }
 
 __all__ = [*_API, "__version__"]

@@ -29,6 +29,7 @@ import onnx_ir as ir
 
 from rnnconv import io, schemas
 from rnnconv.dialects import onnx_recurrent
+from rnnconv.dialects.onnx_recurrent import default_opset
 from rnnconv.errors import ContradictedOutputs, RnnconvError, Unsupported, UsageError, VerificationFailed
 from rnnconv.passes.base import Pass, Rewrite, RewritePass
 from rnnconv.passes.fuse_match import Fusion
@@ -87,6 +88,7 @@ class Translation:
     model: object
     plan: CheckPlan
     stage: Callable[[Path], io.Staged]
+    fp16_weights: bool = False  # the rewrites stored weights as float16: every output held to float16's tolerance
 
 
 class Translator(Protocol):
@@ -138,6 +140,7 @@ def run_conversion(source, translator: Translator, options: Optional[CheckOption
     with contextlib.ExitStack() as stack:
         early = EarlyRuntime.wanted(translator.runtimes, verify, stack)  # its import overlaps the translation
         done = translator.translate(loaded, Job(source, out, verify, force, options, report, stack))
+        options = options.holding(fp16_weights=done.fp16_weights)
         plan = done.plan.scoped(verify)
         total = len(plan.pairs) + (plan.whole is not None) + (out is not None)
         step = iter(range(total + 1))
@@ -180,6 +183,7 @@ class Passes:
     external_data: Optional[bool] = None
     dequantized: bool = False
     last: Optional[Callable[[ir.Model, Optional[Model], Job], Sequence[Longer]]] = None
+    correct: bool = True  # a declared shape the converted nodes refute is corrected (else ContradictedOutputs)
     suffix = (".onnx", "an ONNX model")
     runtimes = Runtimes()
     fp16_weights = False
@@ -210,6 +214,7 @@ class Passes:
         interface_before = interface(model)
         opset_before = onnx_recurrent.default_opset(model)
         pairs: list[NodePair] = []
+        fp16_weights = False
         rewriting = [p for p in passes if isinstance(p, RewritePass)]
         for p in passes:
             if isinstance(p, RewritePass):
@@ -223,6 +228,7 @@ class Passes:
                 p.observe = observe
             result = p(model)
             report.notes.extend(result.changes)  # what the pass did beside its rewrites
+            fp16_weights = fp16_weights or getattr(result, "fp16_weights", False)  # (onnx_ir's own passes: none)
             if isinstance(p, RewritePass) and result.rewrites:
                 # Scoped to the rewrites' Transposes (and the ones they meet): the rest is not ours to edit.
                 FoldTransposes(scope=[n for r in result.rewrites for n in r.nodes])(model)
@@ -232,13 +238,17 @@ class Passes:
             io.check_full(model)
         except RnnconvError as err:
             contradicted = _declared_outputs_contradicted(model, str(err))
-            if contradicted is not None:
+            corrected = correct_declared(model, _CHECKER_OP.search(str(err))) if contradicted and self.correct else None
+            if corrected:  # the declarations, not the conversion: written as the nodes compute, and said
+                report.notes.extend(corrected)
+            elif contradicted is not None:
                 found = _CHECKER_OP.search(str(err))
                 raise ContradictedOutputs(f"{io.source_name(source)}: {contradicted}, which the older schemas of its "
                                           f"opset did not check; correct the declaration, or convert to a lower "
                                           f"opset (onnx's shape inference of the converted model: {err})",
                                           next((g for g in found.groups() if g), None) if found else None) from err
-            raise missing_step(self.command, str(err), opset_before, onnx_recurrent.default_opset(model)) from err
+            else:
+                raise missing_step(self.command, str(err), opset_before, onnx_recurrent.default_opset(model)) from err
         longer = tuple(self.last(model, before, job)) if self.last is not None else ()
         whole = WholeModel(before, onnx_model(model), as_written=True) if before is not None else None
 
@@ -246,7 +256,7 @@ class Passes:
             return job.stack.enter_context(io.stage(model, output, force=job.force, inputs=self.files(source),
                                                     external_data=self.external_data, early=early))
 
-        return Translation(model, CheckPlan(tuple(pairs), whole, longer), stage)
+        return Translation(model, CheckPlan(tuple(pairs), whole, longer), stage, fp16_weights)
 
 
 def load(source) -> ir.Model:
@@ -380,6 +390,49 @@ def _declared_outputs_contradicted(model: ir.Model, message: str) -> Optional[st
     return None
 
 
+def correct_declared(model: ir.Model, found: Optional[re.Match] = None) -> Optional[list[str]]:
+    """Give every output (and intermediate value) whose declared shape onnx's shape inference of the converted
+    model refutes the shape its nodes compute (a declared dim the inference leaves open stays where the ranks
+    agree); a note per output, naming both shapes. None, the model as it was, when onnx's full check still
+    fails."""
+    op = next((g for g in found.groups() if g), None) if found else None
+    shapes, error = schemas.infer_shapes(model, data_prop=True)
+    shapes = schemas.infer_shapes(model)[0] if error else shapes
+    values = [*model.graph.outputs, *(v for node in model.graph for v in node.outputs
+                                      if v.shape is not None and not v.is_graph_output())]
+    saved = [(v, v.shape) for v in values]
+    notes = []
+    for v in values:
+        computed = shapes.get(v.name)
+        if v.shape is None or computed is None:
+            continue
+        declared = list(v.shape)
+        if len(declared) != len(computed):
+            new = list(computed)
+        else:
+            new = [c if isinstance(c, int) and c != d else d for d, c in zip(declared, computed)]
+            if new == declared:
+                continue
+        v.shape = ir.Shape(new)
+        if v.is_graph_output():
+            rank = f", rank {len(declared)}" if len(declared) != len(computed) else ""
+            checks_it = f" ({op}-{schemas.schema_since_version(op, default_opset(model))} checks it)" if op else ""
+            notes.append(f"output {v.name!r} is declared {_dims_text(declared)}{rank}, its nodes compute "
+                         f"{_dims_text(new)}{f', rank {len(new)}' if rank else ''}{checks_it}: written as they "
+                         f"compute it")
+    try:
+        io.check_full(model)
+        return notes or None
+    except RnnconvError:
+        for v, shape in saved:
+            v.shape = shape
+        return None
+
+
+def _dims_text(dims) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
 def missing_step(command: str, message: str, before: int, after: int) -> Unsupported:
     """A converted model that fails onnx.checker: a step rnnconv lacks (exit 3), named by op and versions."""
     found = _CHECKER_OP.search(message)
@@ -418,9 +471,11 @@ def fusion_pair(model: ir.Model, f: Fusion, subject: str) -> NodePair:
     """The nodes a fusion matched and the ones that replace them, as models with the same inputs and outputs."""
     opsets, version = dict(model.opset_imports), max(model.ir_version, 4)
     olds, news = [old for old, _ in f.replaced], [new for _, new in f.replaced]
-    before = extract.extract(f.matched, f.inputs, olds, opsets, version)
+    # The context (a Loop's trip count computed from its sequence's shape) runs in both, on the same inputs.
+    before = extract.extract([*f.context, *f.matched], f.inputs, olds, opsets, version)
     if any(a.type == ir.AttributeType.GRAPH for n in f.matched for a in n.attributes.values()):
         # A body reads captured weights by name: through a proto, it reads the extracted model's copies.
         before = ir.serde.deserialize_model(ir.serde.serialize_model(before))
-    after = extract.extract(f.nodes, f.inputs, news, opsets, version, output_names=[v.name for v in olds])
+    after = extract.extract([*f.context, *f.nodes], f.inputs, news, opsets, version,
+                            output_names=[v.name for v in olds])
     return NodePair(subject, onnx_model(before), onnx_model(after), precision_for(model, []))

@@ -18,9 +18,11 @@ import numpy as np
 from rnnconv import activations as act
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino.gates import ACTIVATIONS as OPENVINO_ACTIVATIONS
+from rnnconv.engine import ONNX_REFERENCE, ONNXRUNTIME, OPENVINO
+from rnnconv.engine.partition import onnxruntime_refusals
 from rnnconv.errors import UsageError
 
-TARGETS = ("onnxruntime", "openvino", "onnx-reference")
+TARGETS = (ONNXRUNTIME, OPENVINO, ONNX_REFERENCE)
 
 REFUSES = "refuses"  # the runtime raises: loud, but the model does not run
 WRONG = "silently wrong"  # the runtime runs and returns other numbers (or shapes) than the spec's
@@ -79,21 +81,12 @@ def node_findings(rn: onnx_recurrent.RecurrentNode, target: str, model: str = "M
         out.append(Finding(target, rn.name, rn.op, rn.version, effect, problem, how))
 
     dtype = getattr(layer.dtype, "name", str(layer.dtype))
-    if target == "onnxruntime":
-        if rn.version < onnx_recurrent.MODERN_SINCE:
-            add(REFUSES, f"no CPU kernel for {rn.op}-{rn.version} (onnxruntime runs {rn.op} from opset "
-                         f"{onnx_recurrent.MODERN_SINCE})",
-                fix["upgrade"])
-        if layer.layout == 1:
-            add(REFUSES, "layout=1 is refused at session creation (\"Batchwise recurrent operations (layout == 1) "
-                         "are not supported\")", fix["layout0"])
-        if dtype == "float64":
-            add(REFUSES, f"float64 {rn.op} is not run (no double kernel)",
-                "none yet (export the model in float32); to run it: " + fix["engine"])
-        if dtype == "bfloat16":
-            add(REFUSES, f"no CPU kernel for bfloat16 {rn.op} (below opset 22 rnnconv runs the node in float32 "
-                         f"between Casts)", fix["downgrade-bf16"])
-    elif target == "openvino":
+    if target == ONNXRUNTIME:
+        fixes = {"version": fix["upgrade"], "layout": fix["layout0"], "bfloat16": fix["downgrade-bf16"],
+                 "float64": "none yet (export the model in float32); to run it: " + fix["engine"]}
+        for cause, problem in onnxruntime_refusals(rn.op, rn.version, layer.layout, dtype).items():
+            add(REFUSES, problem, fixes[cause])
+    elif target == OPENVINO:
         if _has_nonzero_peepholes(rn):
             add(WRONG, "peepholes (P) are dropped by OpenVINO's ONNX import: it runs the node as if P = 0",
                 fix["to-openvino"])
@@ -112,7 +105,7 @@ def node_findings(rn: onnx_recurrent.RecurrentNode, target: str, model: str = "M
         if len(set(lists)) > 1:
             add(WRONG, f"different activations per direction ({' | '.join(','.join(x) for x in lists)}): OpenVINO "
                        f"runs the first direction's list for both directions, no error", fix["to-openvino"])
-    elif target == "onnx-reference":
+    elif target == ONNX_REFERENCE:
         if not _default_activations(rn):
             names = [[a.name for a in c.activations] for c in layer.cells]
             add(WRONG if rn.op != "RNN" else REFUSES,
@@ -139,15 +132,61 @@ def quantized_findings(q, target: str, model: str = "MODEL", measured: str = "",
     definition is onnxruntime's kernel; `measured`, `max_abs_diff`: what a run of the node alone found (check adds
     them)."""
     fix = _fixes(model)
-    if target == "onnxruntime":
+    if target == ONNXRUNTIME:
         return []  # its own op, as its CPU kernel defines it
-    if target == "openvino":
+    if target == OPENVINO:
         problem = ("OpenVINO's ONNX import runs it, computed otherwise than onnxruntime's kernel (which defines "
                    "the op): other numbers, no error")
         return [Finding(target, q.name, q.op, q.version, DIFFERS, problem + (f" ({measured})" if measured else ""),
                         f"{fix['to-openvino']} (its IR computes onnxruntime's run-time quantization, constant "
                         f"weights); or {fix['dequantize']}", max_abs_diff)]
-    if target == "onnx-reference":
+    if target == ONNX_REFERENCE:
         return [Finding(target, q.name, q.op, q.version, REFUSES, "onnx's ReferenceEvaluator has no com.microsoft "
                         "ops", f"{fix['dequantize']}; or {fix['engine']}")]
     raise UsageError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+
+
+# -- OpenVINO IR ------------------------------------------------------------------------------------------------
+
+def ir_model_findings(target: str, survey, model: str = "MODEL") -> list[Finding]:
+    """What `target` does with an IR model as a whole (`survey`: dialects.openvino.survey.Survey): onnxruntime
+    and onnx's reference run it only as ONNX, after from-openvino, which may refuse it; OpenVINO's CPU plugin may
+    need static input shapes."""
+    if target == OPENVINO:
+        if survey.dynamic_rank is None:
+            return []
+        return [Finding(target, "(model)", "IR", survey.ir_version, REFUSES,
+                        f"OpenVINO's CPU plugin compiles it only at static input shapes ({survey.dynamic_rank}, a "
+                        f"dynamic rank at compile time)", "none needed in rnnconv: reshape the model to your input "
+                                                          "sizes (ov.Model.reshape) before compile_model")]
+    if target not in TARGETS:
+        raise UsageError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    if survey.refusal is None:
+        return []
+    return [Finding(target, "(model)", "IR", survey.ir_version, REFUSES,
+                    f"{target} reads ONNX, and from-openvino cannot convert this IR: {survey.refusal}",
+                    "none in rnnconv: keep the model in OpenVINO, or export its source to ONNX")]
+
+
+def ir_layer_findings(layer, target: str, model: str = "MODEL",
+                      converted: Optional[onnx_recurrent.RecurrentNode] = None) -> list[Finding]:
+    """What `target` does with one recurrent IR layer (dialects.openvino.survey.RecurrentLayer): OpenVINO runs the
+    IR itself (its CPU plugin compiles relu, sigmoid and tanh only); the others run `converted`, the ONNX node
+    from-openvino makes of it, whose findings are `node_findings`' with from-openvino's command first."""
+    version = int("".join(ch for ch in layer.version if ch.isdigit()) or 0)
+    if target == OPENVINO:
+        names = [a for a in layer.attributes.get("activations", ()) if a.lower() not in OPENVINO_ACTIVATIONS.values()]
+        if not names:
+            return []
+        return [Finding(target, layer.path, layer.type, version, REFUSES,
+                        f"activations {names}: the CPU plugin fails to compile them (it runs relu, sigmoid, tanh "
+                        f"only)", "rnnconv to-openvino on the ONNX source (an explicit recurrence computes them)")]
+    if target not in TARGETS:
+        raise UsageError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    if converted is None:
+        return []
+    stem = Path(model).stem
+    first = f"rnnconv from-openvino {model} -o {stem}.onnx, then "
+    return [dataclasses.replace(f, node=layer.path, op=layer.type, version=version, fix=first + f.fix,
+                                problem=f"after from-openvino (ONNX {converted.op}-{converted.version}): {f.problem}")
+            for f in node_findings(converted, target, f"{stem}.onnx")]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+from typing import Mapping, Optional, Sequence
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -41,15 +43,17 @@ def convert_version(model: ir.Model, target: int) -> ir.Model:
 
 @functools.lru_cache(maxsize=None)
 def schema_formals(op_type: str, version: int, domain: str = "") -> tuple[tuple, tuple]:
-    """The schema's formal inputs and outputs, each as (type parameter, allowed types, variadic): the allowed types
-    as onnx writes them ("tensor(float)", "seq(tensor(int64))"); formals that share a type parameter must have
-    one type."""
+    """The schema's formal inputs and outputs, each as (type parameter, allowed types, variadic, homogeneous): the
+    allowed types as onnx writes them ("tensor(float)", "seq(tensor(int64))"); formals that share a type parameter
+    must have one type, but for the values of a heterogeneous variadic (Loop's and Scan's `V`, If's outputs), each
+    of which may have its own."""
     schema = onnx.defs.get_schema(op_type, version, domain)
     constraints = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
     variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
 
     def formal(f):
-        return f.type_str, constraints.get(f.type_str, frozenset([f.type_str])), f.option == variadic
+        return (f.type_str, constraints.get(f.type_str, frozenset([f.type_str])), f.option == variadic,
+                f.option != variadic or f.is_homogeneous)
 
     return tuple(formal(f) for f in schema.inputs), tuple(formal(f) for f in schema.outputs)
 
@@ -68,19 +72,35 @@ def min_ir_version(opset: int) -> int:
     return best or onnx.IR_VERSION
 
 
-def infer_shapes(model: ir.Model, *, strict: bool = False) -> tuple[dict, str | None]:
+def infer_shapes(model: ir.Model, *, strict: bool = False, inputs: Optional[Mapping[str, Sequence[int]]] = None,
+                 known: Optional[Mapping[str, np.ndarray]] = None, data_prop: bool = False
+                 ) -> tuple[dict, str | None]:
     """What onnx's shape inference says each named value's shape is (a tuple of ints, None where a dim is unknown;
     None for an unknown rank), from the graph inputs' declared shapes and the ops alone: the model's own value_info
     and output shapes are set aside (a stale annotation is no fact). With `strict`, also the first line of onnx's
-    strict-mode error (None when there is none; the shapes are then empty)."""
+    strict-mode error (None when there is none; the shapes are then empty). `inputs`: graph inputs at these shapes
+    instead of their declared ones; `known`: values whose contents are known (a shape computed from shapes),
+    taken as constants in the graph that computes them."""
     proto = _without_weights(model)
     for g in _graphs(proto.graph):
         del g.value_info[:]
         for out in g.output:
             if out.type.HasField("tensor_type"):
                 out.type.tensor_type.ClearField("shape")
+    for value in proto.graph.input:
+        if value.name in (inputs or {}) and value.type.HasField("tensor_type"):
+            shape = value.type.tensor_type.shape
+            shape.ClearField("dim")
+            for n in inputs[value.name]:
+                shape.dim.add().dim_value = int(n)
+    for g in _graphs(proto.graph) if known else ():
+        folded = [n.output[0] for n in g.node if len(n.output) == 1 and n.output[0] in known]
+        kept = [n for n in g.node if not (len(n.output) == 1 and n.output[0] in known)]
+        del g.node[:]
+        g.node.extend(kept)
+        g.initializer.extend(onnx.numpy_helper.from_array(np.asarray(known[name]), name) for name in folded)
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=strict)
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=strict, data_prop=data_prop)
     except Exception as err:  # InferenceError (strict mode) or a shape-inference crash on a malformed model
         return {}, (str(err).strip().splitlines() or [type(err).__name__])[0]
     found: dict = {}

@@ -17,6 +17,7 @@ module as `tests.conftest`, so both are the same module.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io as _io
 import json
 import os
@@ -550,6 +551,23 @@ def whole_model(before, after, options=None, **whole):
     return verify_plan(plan, options or CheckOptions(), Report("test"))
 
 
+# The openvino package is optional (README): what needs it skips without it, saying so.
+OPENVINO = importlib.util.find_spec("openvino") is not None
+NO_OPENVINO = "the openvino package is not installed (pip install -e '.[test]' installs it)"
+needs_openvino = pytest.mark.skipif(not OPENVINO, reason=NO_OPENVINO)
+
+
+def ir_outputs(xml: Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """An IR rnnconv wrote, run where a test holds it against onnxruntime: the OpenVINO runtime
+    (`openvino_outputs`), or without the openvino package rnnconv's IR interpreter (its product run, the oracle
+    still onnxruntime), so that the test keeps checking the numbers the IR computes."""
+    if OPENVINO:
+        return openvino_outputs(xml, inputs)
+    from rnnconv.engine.ir_graph import run_ir
+
+    return run_ir(xml, inputs)
+
+
 def openvino_outputs(xml: Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The IR in the OpenVINO runtime through rnnconv's own runner (engine/openvino_runtime.py: CPU, f32
     precision, dynamic dims fixed to the inputs', bfloat16 passed as its bits), every output under each of its
@@ -581,9 +599,7 @@ def to_openvino_and_check(folder: Path, model: onnx.ModelProto, *, shapes=((4, 2
     from rnnconv.commands.to_openvino import to_openvino
     from rnnconv.engine.ir_graph import run_ir
 
-    import importlib.util
-
-    openvino = importlib.util.find_spec("openvino") is not None
+    openvino = OPENVINO
     xml = Path(folder) / f"{name}.xml"
     report = to_openvino(model, xml).report
     assert report.ok and xml.exists() and xml.with_suffix(".bin").exists()
@@ -644,3 +660,69 @@ def _every_written_ir_is_checked(monkeypatch):
 
     monkeypatch.setattr(writer, "write_to", checked_write_to)
     monkeypatch.setattr(frontend, "save", checked_save)
+
+
+# -- the sample CI's wheel and lowest-versions jobs run --------------------------------------------------------
+# `-m sample`: the first test of every test file (slow and real-model ones aside), marked here at collection, so
+# that a new file joins it without a word. The run fails when the sample leaves a module of rnnconv/ unimported
+# (its workers, under pytest-xdist, each write what they imported to RNNCONV_SAMPLE_DIR).
+SAMPLE = "sample"
+# Modules that run only as a child process's main (`python -m`), and the module that starts them: imported, it
+# counts for them.
+CHILD_MAINS = {"rnnconv.engine.ort_worker": "rnnconv.engine.onnxruntime_runtime"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config, items):
+    seen = set()
+    for item in items:
+        where = item.nodeid.split("::")[0]
+        if where not in seen and "real" not in item.keywords and item.get_closest_marker("slow") is None:
+            seen.add(where)
+            item.add_marker(SAMPLE)
+    # the slow ones first, longest first (`slow(seconds=N)`, on a quiet machine): pytest-xdist hands tests out in
+    # this order, so none starts last on its own
+    def order(item):
+        slow = item.get_closest_marker("slow")
+        return (slow is None, -(slow.kwargs.get("seconds", 0) if slow else 0))
+
+    items.sort(key=order)
+
+
+def _sampling(config) -> bool:
+    return (config.getoption("markexpr") or "").strip() == SAMPLE
+
+
+def pytest_configure(config):
+    if _sampling(config) and not hasattr(config, "workerinput"):
+        import tempfile
+
+        os.environ["RNNCONV_SAMPLE_DIR"] = tempfile.mkdtemp(prefix="rnnconv-sample-")  # workers inherit it
+
+
+def _imported() -> set:
+    return {name for name in list(__import__("sys").modules) if name == "rnnconv" or name.startswith("rnnconv.")}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if not _sampling(config) or "RNNCONV_SAMPLE_DIR" not in os.environ:
+        return
+    folder = Path(os.environ["RNNCONV_SAMPLE_DIR"])
+    if hasattr(config, "workerinput"):
+        (folder / f"{config.workerinput['workerid']}.txt").write_text("\n".join(sorted(_imported())))
+        return
+    import pkgutil
+    import rnnconv
+
+    imported = _imported()
+    for part in folder.glob("*.txt"):
+        imported |= set(part.read_text().split())
+    modules = {m.name for m in pkgutil.walk_packages(rnnconv.__path__, "rnnconv.")
+               if not m.name.rsplit(".", 1)[-1].startswith("__")}
+    imported |= {child for child, parent in CHILD_MAINS.items() if parent in imported}
+    missing = sorted(modules - imported)
+    if missing:
+        print(f"\nthe sample (-m {SAMPLE}) imports no test of {len(missing)} module(s) of rnnconv/: "
+              + ", ".join(missing) + " (the first test of some test file must use each)")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,7 +1,9 @@
 """The examples of README.md and of every page of docs/ (those the README's Documentation table names) are a test:
-each page's commands run, in order, in a fresh folder of the page's own, and print what the page shows; no page
-depends on another. Run twice: with the openvino package, and without it (a sitecustomize.py on PYTHONPATH blocks
-`import openvino`, in every child process too).
+they print what the page shows, run as the README says, every page in order in one folder (a reader's clone: no
+page may write a file an earlier page wrote), and each page alone in a fresh folder (no page depends on another).
+Run with the openvino package and without it (a sitecustomize.py on PYTHONPATH blocks `import openvino`, in every
+child process too): all pages in order with it, each page alone without it (without the package installed, both
+without it).
 
 Conventions (the README's "Reading the examples" says them to readers):
 - ```console and ```text blocks are examples alike. A line `$ CMD` is a command; the lines after it, up to the
@@ -14,15 +16,16 @@ Conventions (the README's "Reading the examples" says them to readers):
 - Output is compared line by line after masking numbers (ints, floats, exponents -> <n>; digits inside names such
   as `lstm7` or `float32` stay), the run folder's path and other temporary paths, and runs of spaces (table
   columns move with their numbers): numbers may move, words may not.
-- ```python blocks run too, in order, as scripts (exit 0; their output is not compared); the README's first
-  ```bash block's `rnnconv` command (the install line) runs first. A docs page has no ```bash block.
+- ```python blocks run too, in order, as scripts (exit 0; their output is not compared); a block with a line
+  ending in `# with openvino` (an import, say) runs only in that run. The README's first ```bash block's
+  `rnnconv` command (the install line) runs first. A docs page has no ```bash block.
 - Examples start in a folder holding only `fixtures` (a link to the shipped ones): a file an example reads must be
   shipped or made by an earlier example of the same page. Everything they write lands under `out/`, which
-  .gitignore lists.
+  .gitignore lists, each page under names of its own.
+- The README's ```python block runs twice in a row (a reader runs it again): it must not fail the second time.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import importlib.util
 import os
@@ -90,7 +93,9 @@ def parse(text: str, page: str = "README.md") -> list[Step]:
             assert len(command) == 2, "the first ```bash block installs rnnconv and runs one rnnconv command"
             steps.insert(0, Step(page, start, "rnnconv", "rnnconv " + command[1].strip(), shown=False))
         elif lang == "python":
-            steps.append(Step(page, start, "script", body, shown=False))
+            modes = {mode for mode in (_marked(line.rstrip())[1] for line in body.splitlines()) if mode}
+            assert len(modes) <= 1, f"{page} line {start}: a python block runs with or without openvino, not both"
+            steps.append(Step(page, start, "script", body, mode=next(iter(modes), None), shown=False))
         elif lang in ("console", "text"):
             current = None
             for i, raw in enumerate(body.splitlines()):
@@ -130,9 +135,12 @@ def environment(blocker: Optional[Path] = None) -> dict:
     return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(blocker)] * bool(blocker) + paths))
 
 
-def walk(steps: list[Step], mode: str, folder: Path, blocker: Path) -> list[Ran]:
-    """Every step of `mode`, in order, in `folder`; the exit code of a command is what its `echo $?` prints."""
-    (folder / "fixtures").symlink_to(ROOT / "fixtures")
+def walk(steps: list[Step], mode: str, folder: Path, blocker: Optional[Path]) -> list[Ran]:
+    """Every step of `mode`, in order, in `folder` (made, with its `fixtures` link, when new); the exit code of a
+    command is what its `echo $?` prints."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "fixtures").exists():
+        (folder / "fixtures").symlink_to(ROOT / "fixtures")
     env = environment(blocker if mode == "without openvino" else None)
     ran: list[Ran] = []
     for step in steps:
@@ -184,59 +192,60 @@ def differences(ran: list[Ran], mode: str, folder: Path) -> list[str]:
 PAGES = ["README.md", *PAGE.findall(README.read_text())]
 STEPS = {page: parse((ROOT / page).read_text(), page) for page in PAGES}
 WITH_EXAMPLES = [page for page in PAGES if STEPS[page]]
+OPENVINO = importlib.util.find_spec("openvino") is not None
+IN_ORDER_MODE = MODES[0] if OPENVINO else MODES[1]  # all pages in order in one folder
+ALONE_MODE = MODES[1]  # each page alone in a fresh folder
+
+
+def _again(steps: list[Step]) -> list[Step]:
+    """The README's python block a second time, right after the first (a reader runs it again)."""
+    out = []
+    for step in steps:
+        out.append(step)
+        if step.page == "README.md" and step.kind == "script":
+            out.append(dataclasses.replace(step, text=step.text))
+    return out
 
 
 @pytest.fixture(scope="module")
-def walks(tmp_path_factory):
-    """Every page in both runs, two at a time (they share no file), each in its own fresh folder; the pages with
-    the most commands start first, so that the two workers end together."""
-    blocker = tmp_path_factory.mktemp("no-openvino")
-    (blocker / "sitecustomize.py").write_text(BLOCK_OPENVINO)
-    modes = [m for m in MODES if m != "with openvino" or importlib.util.find_spec("openvino") is not None]
-    runs = sorted(((page, mode) for page in WITH_EXAMPLES for mode in modes),
-                  key=lambda run: -sum(s.kind == "rnnconv" for s in STEPS[run[0]]))
-    folders = {run: tmp_path_factory.mktemp(f"{Path(run[0]).stem}-{run[1].replace(' ', '-')}") for run in runs}
-    with concurrent.futures.ThreadPoolExecutor(len(MODES)) as pool:
-        jobs = {run: pool.submit(walk, STEPS[run[0]], run[1], folders[run], blocker) for run in runs}
-        return {run: (jobs[run].result(), folders[run]) for run in runs}
+def blocker(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("no-openvino")
+    (folder / "sitecustomize.py").write_text(BLOCK_OPENVINO)
+    return folder
 
 
-def _walked(walks, page: str, mode: str):
-    if (page, mode) not in walks:
-        pytest.skip("the openvino package is not installed (pip install -e '.[test]' installs it)")
-    return walks[(page, mode)]
-
-
-def test_readme_has_examples_of_every_command():
-    ran = {shlex.split(s.text)[1] for steps in STEPS.values() for s in steps if s.kind == "rnnconv"}
-    from rnnconv.cli import COMMANDS
-
-    assert {c.replace("_", "-") for c in COMMANDS} <= ran
-
-
-def test_readme_names_every_docs_page():
-    """The README's Documentation table is the order the pages run in: a page it does not name would run nowhere."""
-    assert sorted(PAGES[1:]) == sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
-    assert len(set(PAGES)) == len(PAGES)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("page", WITH_EXAMPLES)
-def test_examples_print_what_the_page_shows(walks, page, mode):
-    ran, folder = _walked(walks, page, mode)
+def _problems(ran: list[Ran], mode: str, folder: Path) -> str:
     problems = differences(ran, mode, folder)
-    assert not problems, f"{len(problems)} example(s) of {page} differ {mode}:\n" + "\n".join(problems)
+    left = sorted(p.name for p in folder.iterdir())
+    if left != ["fixtures", "out"]:
+        problems.append(f"the examples left {left} beside out/ (they write under out/ only)")
+    return "\n".join(problems)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.slow(seconds=80)  # every example of every page, one after another
+def test_examples_of_every_page_in_order_in_one_clone(tmp_path, blocker):
+    """The README's promise: every page's examples, the pages in the Documentation table's order, run from one
+    clone and print what the pages show. A page that writes an output name an earlier page wrote fails here
+    ("exists (try --force)")."""
+    steps = _again([step for page in WITH_EXAMPLES for step in STEPS[page]])
+    ran = walk(steps, IN_ORDER_MODE, tmp_path / "clone", blocker)
+    problems = _problems(ran, IN_ORDER_MODE, tmp_path / "clone")
+    assert not problems, f"the examples differ {IN_ORDER_MODE}, every page in order in one folder:\n{problems}"
+
+
 @pytest.mark.parametrize("page", WITH_EXAMPLES)
-def test_examples_write_only_under_out(walks, page, mode):
-    """Run in the repository root, the examples leave nothing `git status` shows: they write under out/."""
-    _, folder = _walked(walks, page, mode)
-    assert sorted(p.name for p in folder.iterdir()) == ["fixtures", "out"]
+def test_examples_of_each_page_alone(page, tmp_path, blocker):
+    """Each page in a folder of its own: a page reads only shipped files and what its own examples wrote."""
+    ran = walk(STEPS[page], ALONE_MODE, tmp_path / "alone", blocker)
+    problems = _problems(ran, ALONE_MODE, tmp_path / "alone")
+    assert not problems, f"{page}'s examples differ {ALONE_MODE}, the page alone:\n{problems}"
+
+
+def test_out_is_ignored_by_git():
     gitignore = ROOT / ".gitignore"
-    if gitignore.exists():  # not in CI's copy of the suite
-        assert "/out/" in gitignore.read_text().splitlines()
+    if not gitignore.exists():  # not in an unpacked source distribution
+        pytest.skip(".gitignore is not beside this copy of the tests")
+    assert "/out/" in gitignore.read_text().splitlines()
 
 
 def test_readme_masks_numbers_not_words():
@@ -319,26 +328,22 @@ def _example(help_text: str) -> str:
 
 
 @pytest.mark.parametrize("name", list(HELPS))
-def test_help_example_runs_as_written(name, walks, tmp_path):
-    """From the repository root, on the shipped fixtures: an example a page runs too is proven by its walk;
-    any other runs here, in a folder holding only `fixtures`."""
+def test_help_example_runs_as_written(name, tmp_path, monkeypatch):
+    """From the repository root, on the shipped fixtures (here: a folder holding only `fixtures`), in this
+    process as the console script runs it."""
+    from tests.conftest import run_cli
+
     example = _example(HELPS[name])
     words = shlex.split(example)
     assert words[0] == "rnnconv" and (name == "rnnconv" or words[1] == name), example
     reads = [w for before, w in zip(["", *words], words)
              if before not in ("-o", "--output", "--out-dir", "--report") and re.search(r"\.(onnx|xml)$", w)]
     assert reads and all(w.startswith("fixtures/") for w in reads), f"{example}: reads what is not shipped"
-    mode = next(run[1] for run in walks)  # the examples of the help exit alike with and without openvino
-    ran = [r for run, (rs, _) in walks.items() if run[1] == mode for r in rs]
-    in_readme = [r for r in ran if r.step.kind == "rnnconv" and r.step.text == example]
-    if in_readme:
-        code, output = in_readme[0].code, in_readme[0].output
-    else:
-        (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
-        proc = subprocess.run([sys.executable, "-m", "rnnconv", *words[1:]], cwd=tmp_path, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=600, env=environment())
-        code, output = proc.returncode, proc.stdout.splitlines()
-        assert sorted(p.name for p in tmp_path.iterdir()) in (["fixtures"], ["fixtures", "out"])
+    (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(words[1:])
+    output = (out + err).splitlines()
+    assert sorted(p.name for p in tmp_path.iterdir()) in (["fixtures"], ["fixtures", "out"])
     assert code == EXAMPLE_EXIT.get(name, 0), "\n".join(output)
     assert not any(line.startswith("rnnconv: error") for line in output), "\n".join(output)
 

@@ -98,8 +98,8 @@ def main(argv=None) -> None:
     for name, value in BLAS_THREADS.items():
         os.environ.setdefault(name, value)
     telemetry.switch_off()
-    args = sys.argv[1:] if argv is None else list(argv)
-    debug = "--debug" in args
+    args = _debug_first(sys.argv[1:] if argv is None else list(argv))
+    debug = args[:1] == ["--debug"]
     with warnings.catch_warnings(), _quiet_logging(debug):
         if not debug:
             warnings.simplefilter("ignore")
@@ -107,6 +107,15 @@ def main(argv=None) -> None:
         warnings.showwarning = _one_line_warning(set())
         code = _run(args, debug)
     sys.exit(code)
+
+
+def _debug_first(args: list) -> list:
+    """`--debug` is the group's option; written after the command (`rnnconv upgrade X -o Y --debug`, what a user
+    adds to a failing command line) it is moved before it. Arguments after `--` are left alone."""
+    end = args.index("--") if "--" in args else len(args)
+    if "--debug" not in args[:end]:
+        return args
+    return ["--debug"] + [a for k, a in enumerate(args) if a != "--debug" or k > end]
 
 
 def _run(args, debug: bool) -> int:

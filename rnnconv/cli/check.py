@@ -6,20 +6,23 @@ import click
 
 from rnnconv.cli.helptext import filled
 from rnnconv.cli.options import json_option, option
+from rnnconv.engine import ONNX_REFERENCE, ONNXRUNTIME, OPENVINO
 from rnnconv.errors import EXIT_VERIFY
 
 
 @click.command("check")
 @click.argument("model", type=click.Path(dir_okay=False))
 @option("--target", "targets", multiple=True, required=True,
-              type=click.Choice(["onnxruntime", "openvino", "onnx-reference"]),
+              type=click.Choice([ONNXRUNTIME, OPENVINO, ONNX_REFERENCE]),
               help="Runtime to check against (repeatable): onnxruntime, openvino (its ONNX import), or "
                    "onnx-reference (onnx's ReferenceEvaluator).")
 @json_option
 @filled
 def command(model, targets, as_json):
     """List every recurrent node of MODEL that a runtime (--target) cannot run, or will run wrongly without saying
-    so, each with the rnnconv command that fixes it. Exit {EXIT_VERIFY} when anything is found (for CI gates).
+    so, each with the rnnconv command that fixes it. An OpenVINO IR MODEL (.xml): what from-openvino makes of each
+    recurrent layer, and what each runtime refuses in the IR (openvino) or in the ONNX from-openvino writes. Exit
+    {EXIT_VERIFY} when anything is found (for CI gates).
 
     \b
     Example: rnnconv check fixtures/lstm14_layout1_all_features.onnx --target openvino --target onnxruntime

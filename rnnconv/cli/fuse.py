@@ -20,9 +20,10 @@ from rnnconv.cli.options import option
 def command(external_data, free_sequence, bidirectional):
     """Turn each recurrence MODEL writes out as primitive ops back into one ONNX RNN/GRU/LSTM node: nn.LSTMCell,
     nn.GRUCell and nn.RNNCell applied step by step (both PyTorch exporters), dynamo's unrolled nn.RNN, Scan and
-    Loop bodies of one cell step. A chain is fused only when the match proves the cell (shared weights,
-    activations, gate roles); near-misses are left alone and reported. Exit {EXIT_UNSUPPORTED} when there is
-    nothing to fuse.
+    Loop bodies of one cell step (tf2onnx's Loops of Keras LSTM, GRU and SimpleRNN layers, float16 included), a
+    cell per If branch. A chain is fused only when the match proves the cell (shared weights, activations, gate
+    roles; for a Loop, that it runs the T steps of its sequence); near-misses are left alone and reported. Exit
+    {EXIT_UNSUPPORTED} when there is nothing to fuse.
 
     \b
     Example: rnnconv fuse fixtures/fuse/lstm_cell_dynamo.onnx -o out/lstm_fused.onnx

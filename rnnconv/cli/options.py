@@ -21,7 +21,7 @@ FLAGS: dict[str, str] = {}
 # Each entry is a module in rnnconv/cli/ defining `command` (rnnconv/cli/__init__.py adds them in this order);
 # adding a command is one line here.
 COMMANDS = ["inspect", "upgrade", "downgrade", "layout", "dequantize", "to_openvino", "from_openvino", "verify",
-            "check", "fuse"]
+            "check", "fuse", "settle_ifs"]
 
 def option(*decls, **kwargs):
     """click.option, remembering which flag sets which API parameter."""

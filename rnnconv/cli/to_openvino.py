@@ -7,12 +7,13 @@ import click
 from rnnconv.cli.batch import converting
 from rnnconv.cli.helptext import filled
 from rnnconv.cli.options import option
+from rnnconv.engine import AUTO, ROUTES
 
 
 @converting("to-openvino", writes=".xml")
 @option("--fp16", is_flag=True, help="Store float weights as f16 (decompressed to f32 at load, as ov.save_model "
                                      "does); verified at float16's default tolerance (docs/verification.md).")
-@option("--route", type=click.Choice(["auto", "rnnconv", "openvino"]), default="auto", show_default=True,
+@option("--route", type=click.Choice(ROUTES), default=AUTO, show_default=True,
         help="auto: rnnconv's own writer when every op is in its table (no openvino package needed; streams big "
              "models), else OpenVINO's ONNX import with every GRU/LSTM/RNN still mapped by rnnconv. rnnconv or "
              "openvino: that route only.")

@@ -13,15 +13,16 @@ from rnnconv.cli.options import (
     option,
 )
 from rnnconv.cli.helptext import filled
+from rnnconv.engine import ENGINES, RNNCONV
 from rnnconv.errors import EXIT_VERIFY
 
-ENGINE_CHOICES = click.Choice(["rnnconv", "onnxruntime", "openvino", "all"])
+ENGINE_CHOICES = click.Choice([*ENGINES, "all"])
 
 
 @click.command("verify")
 @click.argument("reference", type=click.Path(dir_okay=False))
 @click.argument("candidate", type=click.Path(dir_okay=False))
-@option("--engine", type=ENGINE_CHOICES, default="rnnconv", show_default=True,
+@option("--engine", type=ENGINE_CHOICES, default=RNNCONV, show_default=True,
         help="Engine for both models: rnnconv (spec-exact numpy, float64), onnxruntime, openvino (CPU, f32), "
              "or all (every engine that can run the model).")
 @option("--ref-engine", "reference_engine", type=ENGINE_CHOICES, default=None,

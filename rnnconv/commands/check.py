@@ -1,5 +1,7 @@
 """`check`: every recurrent node of a model that a runtime cannot run, or will run wrongly without saying so,
-with the rnnconv command that fixes each (the facts: `rnnconv.runtimes`)."""
+with the rnnconv command that fixes each (the facts: `rnnconv.runtimes`). An OpenVINO IR model (.xml): what
+from-openvino makes of each recurrent layer, what onnxruntime and onnx's reference would refuse in the ONNX it
+writes, and what OpenVINO's CPU plugin refuses in the IR itself."""
 
 from __future__ import annotations
 
@@ -11,10 +13,21 @@ import numpy as np
 
 from rnnconv import schemas
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
+from rnnconv.dialects.openvino import survey as ir_survey
+from rnnconv.engine import ONNXRUNTIME, OPENVINO
+from rnnconv.engine.onnxruntime_runtime import newest_common_opset
 from rnnconv.errors import UsageError
 from rnnconv.passes import settle_ifs
 from rnnconv.passes.fuse_cells import candidates
-from rnnconv.runtimes import REFUSES, TARGETS, Finding, node_findings, quantized_findings
+from rnnconv.runtimes import (
+    REFUSES,
+    TARGETS,
+    Finding,
+    ir_layer_findings,
+    ir_model_findings,
+    node_findings,
+    quantized_findings,
+)
 from rnnconv.verification.model import load_input
 
 def _label(model) -> str:
@@ -43,9 +56,9 @@ def _findings(model, nodes, quantized, targets, label) -> list[Finding]:
     found = [f for rn in nodes for t in targets for f in node_findings(rn, t, label)]
     for q in quantized:
         for t in targets:
-            measured, diff = measure_openvino(model, q) if t == "openvino" else ("", None)
+            measured, diff = measure_openvino(model, q) if t == OPENVINO else ("", None)
             found += quantized_findings(q, t, label, measured, diff)
-    if "openvino" in targets:
+    if OPENVINO in targets:
         found += rank_findings(model, label)
     return found
 
@@ -59,12 +72,13 @@ def rank_findings(model, label: str) -> list[Finding]:
     version = schemas.schema_since_version("If", onnx_recurrent.default_opset(model)) or 1
     problem = ("OpenVINO's ONNX import gives its output a dynamic rank (its branches give two ranks, chosen by a "
                "shape), which the ops behind it that need a static rank (Conv, ReduceMean, LSTM...) refuse")
-    found = [Finding("openvino", name, "If", version, REFUSES,
+    found = [Finding(OPENVINO, name, "If", version, REFUSES,
                      f"{problem}; its other branch fails on every input, so rnnconv keeps the one that runs",
-                     f"rnnconv to-openvino {label} -o {Path(label).stem}.xml")
+                     f"rnnconv to-openvino {label} -o {Path(label).stem}.xml, or for OpenVINO's own conversion: "
+                     f"rnnconv settle-ifs {label} -o {Path(label).stem}.settled.onnx")
              for name in settled.by_failure]
     for p in settled.polymorphic:
-        found.append(Finding("openvino", p.node, "If", version, REFUSES, f"{problem}; {p}",
+        found.append(Finding(OPENVINO, p.node, "If", version, REFUSES, f"{problem}; {p}",
                              "none in rnnconv: both branches can run; a model exported with static shapes for "
                              "what the condition reads would convert"))
     return found
@@ -83,7 +97,7 @@ def measure_openvino(model, q: onnx_quantized.QuantizedLSTM) -> tuple[str, Optio
         return f"not measured: {openvino_runtime.NOT_INSTALLED}", None
     alone = onnx_model(extract.recurrent_node(q, dict(model.opset_imports), model.ir_version))
     sets = checks.input_sets(input_specs(alone), checks.CheckOptions())
-    ort_run, ov_run = (checks.run_sets(alone, engine, sets, isolate=True) for engine in ("onnxruntime", "openvino"))
+    ort_run, ov_run = (checks.run_sets(alone, engine, sets, isolate=True) for engine in (ONNXRUNTIME, OPENVINO))
     if not (ort_run.ok and ov_run.ok):
         return f"not measured: {(ort_run.error or ov_run.error)}", None
     diff = _largest(ov_run, ort_run)
@@ -116,15 +130,18 @@ def _rnnconv_ir(alone, q: onnx_quantized.QuantizedLSTM, sets, ort_run) -> str:
         graph = from_onnx.to_ir_graph(alone.onnx).graph
         with open(bin_path, "wb") as f:
             xml.write_bytes(ov_writer.write_to(graph, f))
-        run = checks.run_sets(ir_model(graph, "rnnconv's IR", xml, bin_path), "openvino", sets, isolate=True)
+        run = checks.run_sets(ir_model(graph, "rnnconv's IR", xml, bin_path), OPENVINO, sets, isolate=True)
         if not run.ok:
             return f"; rnnconv to-openvino's IR not measured: {run.error}"
         return f"; rnnconv to-openvino's IR: max |diff| {_largest(run, ort_run):.3g}"
 
 
 def check(model, targets: Iterable[str] = TARGETS) -> dict:
-    """A JSON-ready report: the model, the targets, the number of recurrent nodes and every finding."""
+    """A JSON-ready report: the model, the targets, the number of recurrent nodes and every finding (a .xml path:
+    OpenVINO IR, see `check_ir`)."""
     targets = _valid(targets)
+    if ir_survey.is_ir(model):
+        return check_ir(model, targets)
     m = load_input(model)
     nodes, quantized = onnx_recurrent.find(m), onnx_quantized.find(m)
     found = _findings(m, nodes, quantized, targets, _label(model))
@@ -132,12 +149,36 @@ def check(model, targets: Iterable[str] = TARGETS) -> dict:
             "ok": not found, "findings": [f.as_dict() for f in found], "unrolled": candidates(m)}
 
 
+def check_ir(xml, targets: Iterable[str] = TARGETS, bin=None) -> dict:
+    """`check` of an OpenVINO IR model: the report also says what from-openvino makes of each recurrent layer
+    (`layers`) and the command the other runtimes read the model through (`via`)."""
+    targets = _valid(targets)
+    survey = ir_survey.survey(xml, bin, opset=newest_common_opset())
+    label = _label(xml)
+    found = []
+    for t in targets:
+        found += ir_model_findings(t, survey, label)
+        for layer in survey.recurrent:
+            found += ir_layer_findings(layer, t, label, survey.converted.get(layer.path))
+    return {"model": label, "format": "openvino-ir", "targets": targets, "recurrent_nodes": len(survey.recurrent),
+            "ok": not found, "findings": [f.as_dict() for f in found],
+            "layers": [{"name": r.path, "type": r.type, "version": r.version, "from_openvino": r.from_openvino}
+                       for r in survey.recurrent],
+            "via": f"rnnconv from-openvino {label} -o {Path(label).stem}.onnx", "unrolled": []}
+
+
 def lines(report: dict) -> list[str]:
-    out = []
+    ir = report.get("format") == "openvino-ir"
+    out = [f"from-openvino: {layer['name']} ({layer['type']}): {layer['from_openvino']}"
+           for layer in report.get("layers", ())]
     for t in report["targets"]:
         mine = [f for f in report["findings"] if f["target"] == t]
         if not mine:
-            out.append(f"{t}: runs all {report['recurrent_nodes']} recurrent node(s) as the spec says")
+            if ir:
+                via = "" if t == OPENVINO else f" after {report['via']}"
+                out.append(f"{t}: runs all {report['recurrent_nodes']} recurrent layer(s){via}")
+            else:
+                out.append(f"{t}: runs all {report['recurrent_nodes']} recurrent node(s) as the spec says")
             continue
         out.append(f"{t}: {len(mine)} finding(s)")
         for f in mine:

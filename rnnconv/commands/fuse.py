@@ -42,7 +42,8 @@ def plan(model: ir.Model, report, bidirectional: bool = False) -> list:
         have = f"; its {len(nodes)} recurrent node(s) are ONNX recurrent nodes already" if nodes else ""
         raise Unsupported("nothing to fuse: " + (why if why else "the model holds no unrolled RNN, GRU or LSTM step "
                                                  "that fuse recognizes (cells applied step by step, dynamo's "
-                                                 "unrolled nn.RNN, Scan or Loop bodies of one step)") + have)
+                                                 "unrolled nn.RNN, Scan or Loop bodies of one step, Keras' "
+                                                 "cells through tf2onnx)") + have)
     if any(f.op == "RNN" for f in fusions):
         report.notes.append(ORT_RNN_NOTE)
     return [FusePass(bidirectional=bidirectional)]

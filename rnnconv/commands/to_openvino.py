@@ -38,7 +38,7 @@ from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.dialects.openvino import from_onnx, frontend, ops, quantized, shapes
 from rnnconv.dialects.openvino import reader as ov_reader
 from rnnconv.dialects.openvino import writer as ov_writer
-from rnnconv.engine import openvino_runtime
+from rnnconv.engine import AUTO, OPENVINO, RNNCONV, ROUTES, openvino_runtime
 from rnnconv.errors import IOFailure, Unsupported, UsageError
 from rnnconv.passes.ir_transpose_fold import FoldIRTransposes
 from rnnconv.passes.settle_ifs import settle
@@ -68,7 +68,6 @@ def onnx_to_ir(model: ir.Model, fp16: bool = False, release=io.release_pages) ->
     return converted
 
 
-ROUTES = ("auto", "rnnconv", "openvino")
 IMPORT_WOULD = ("OpenVINO's ONNX import converts them, with every recurrent node still mapped by rnnconv, when the "
                 "openvino package is installed")
 
@@ -80,7 +79,7 @@ class ToOpenVINO:
     float16's tolerance and says so when a check fails. `runtime`, `isolate`: see to_openvino."""
 
     fp16: bool = False
-    route: str = "auto"
+    route: str = AUTO
     runtime: Optional[bool] = None
     isolate: bool = False
     command = "to-openvino"
@@ -129,7 +128,7 @@ class ToOpenVINO:
             try:
                 converted = onnx_to_ir(model, self.fp16)
             except Unsupported as err:
-                if self.route == "rnnconv":
+                if self.route == RNNCONV:
                     raise
                 if not openvino_runtime.available():
                     if isinstance(err, from_onnx.OtherOpUnsupported):
@@ -167,7 +166,7 @@ class ToOpenVINO:
         precision = "float32" if onnx_quantized.holds(source_model) else precision_for(source_model)
         plan = CheckPlan(tuple(pairs), WholeModel(before, after, self.runtimes, precision),
                          failed=FP16_FAILED if self.fp16 else "", fixes=("atol", "rtol") if self.fp16 else ())
-        return conversion.Translation(graph, plan, lambda _: staged)
+        return conversion.Translation(graph, plan, lambda _: staged, _computes_in_float16(source_model))
 
     def _write_own(self, model: ir.Model, converted: from_onnx.Conversion, staged, where: Path, stack):
         """rnnconv's own writer into the staged files; the graph and the node pairs to check."""
@@ -221,7 +220,7 @@ class ToOpenVINO:
 
 @check_keywords
 def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, bool] = "full",
-                force: bool = False, runtime: Optional[bool] = None, isolate: bool = False, route: str = "auto",
+                force: bool = False, runtime: Optional[bool] = None, isolate: bool = False, route: str = AUTO,
                 options: Optional[CheckOptions] = None) -> conversion.Result:
     """Convert; verify; write `out_xml` and its .bin (when given). Returns Result(IR graph, report).
 
@@ -236,14 +235,47 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
     the written IR as rnnconv reads it."""
     mode = ("full" if verify else "none") if isinstance(verify, bool) else verify
     conversion.check_verify(mode)
+    if runtime and mode != "none" and not openvino_runtime.available():  # asked for: a check that cannot run
+        raise Unsupported("runtime=True needs the openvino package", fixes=(openvino_runtime.INSTALL,))
     return conversion.run_conversion(source, ToOpenVINO(fp16, route, runtime, isolate), options, output=out_xml,
                                      verify=mode, force=force)
+
+
+def openvino_extensions(model=None) -> list:
+    """The conversion extensions that make OpenVINO's own conversion map every ONNX GRU / LSTM / RNN node (versions
+    1-22, layout 0 and 1, every attribute, in If / Loop / Scan bodies too) and com.microsoft DynamicQuantizeLSTM
+    as to-openvino does: `ov.convert_model("m.onnx", extension=rnnconv.openvino_extensions())`.
+
+    Each node is read from what OpenVINO's import gives the extension (its attributes, its inputs' types and
+    shapes, its constant weights) and converted alone by rnnconv's mapping; no file is left behind. `model` (a
+    path, ModelProto or onnx_ir Model: the model being converted) adds the nodes' names and versions to messages.
+    A node rnnconv refuses fails OpenVINO's conversion with rnnconv's reason in OpenVINO's error. Nothing is
+    verified here (the conversion is OpenVINO's): `rnnconv to-openvino` checks what it writes."""
+    if not openvino_runtime.available():
+        raise Unsupported("openvino_extensions needs the openvino package", fixes=(openvino_runtime.INSTALL,))
+    loaded = load_input(model) if model is not None else None
+    try:
+        return frontend.extensions(_node_translation, loaded)
+    except ImportError as err:
+        raise Unsupported(f"openvino_extensions: {openvino_runtime.cannot_import(err)}") from err
+
+
+def _node_translation(single: ir.Model) -> from_onnx.Conversion:
+    """One node as the extensions convert it: as to-openvino does, a DynamicQuantizeLSTM refused unless its
+    weights are constants."""
+    for q in onnx_quantized.find(single):
+        why = quantized.lowerable(q)
+        if why:
+            raise Unsupported(f"{'; '.join(why)}: rnnconv lowers onnxruntime's run-time quantization only with "
+                              f"constant weights. What would work: dequantize the model first and convert the "
+                              f"float LSTM exactly", fixes=("dequantize",))
+    return onnx_to_ir(single)
 
 
 def _route(model: ir.Model, route: str) -> Optional[str]:
     """None for rnnconv's own writer, else why the model goes through OpenVINO's ONNX import. Ops outside
     rnnconv's table without the openvino package: Unsupported naming them and the install command."""
-    if route == "openvino":
+    if route == OPENVINO:
         if not openvino_runtime.available():
             raise Unsupported("route=openvino needs the openvino package", fixes=(openvino_runtime.INSTALL,))
         return "asked for (route=openvino)"
@@ -251,9 +283,9 @@ def _route(model: ir.Model, route: str) -> Optional[str]:
     if not bad:
         return None
     why = f"op type(s) outside rnnconv's own OpenVINO table: {', '.join(bad)}"
-    if route == "rnnconv":
+    if route == RNNCONV:
         raise Unsupported(f"cannot convert to OpenVINO IR with rnnconv's own writer: {why}",
-                          fixes=("route=auto",) if openvino_runtime.available() else (openvino_runtime.INSTALL,))
+                          fixes=(f"route={AUTO}",) if openvino_runtime.available() else (openvino_runtime.INSTALL,))
     if not openvino_runtime.available():
         raise Unsupported(f"cannot convert to OpenVINO IR: {why}. {IMPORT_WOULD}", fixes=(openvino_runtime.INSTALL,))
     return why
@@ -306,3 +338,10 @@ def _deepest(nodes, path=()) -> tuple[int, list]:
                 depth, where = _deepest(body, [*path, f"{onnx_recurrent.node_label(node)}.{attr.name}"])
                 best = max(best, (depth + 1, where), key=lambda b: b[0])
     return best
+
+
+def _computes_in_float16(model: ir.Model) -> bool:
+    """A recurrent node of float16 weights (Keras' mixed precision, fused): onnxruntime runs it in float16, the
+    OpenVINO CPU plugin in float32, so every output is held to float16's tolerance, float32 though it may be."""
+    return any(getattr(rn.layer.dtype, "name", str(rn.layer.dtype)) == "float16"
+               for rn in onnx_recurrent.find(model))

@@ -3,7 +3,8 @@
 Without --opset the target is the newest opset both onnx and onnxruntime support, and the conversion steps down
 (each step a value: `Attempt`) while onnxruntime cannot take the model there: below the op version it has no
 kernel for (found by the whole-model check), below the first op version whose shape inference refutes an output
-shape the model declares, and below the newest op version of the model when onnxruntime, loading the written file
+shape the model declares (at the target, the declaration corrected, where no opset below is newer than the
+source's), and below the newest op version of the model when onnxruntime, loading the written file
 with its default session options, refuses it (its graph optimizations can refuse a model its basic ones run).
 """
 
@@ -22,8 +23,11 @@ from rnnconv.passes.opset import OpsetPass
 from rnnconv.verification.options import CheckOptions, check_keywords
 
 
-def translator(target: int, notes: tuple = (), external_data: Optional[bool] = None) -> conversion.Passes:
-    """OpsetPass(target), refused when the model is above `target`; `notes` come first in the report."""
+def translator(target: int, notes: tuple = (), external_data: Optional[bool] = None, correct: bool = True
+               ) -> conversion.Passes:
+    """OpsetPass(target), refused when the model is above `target`; `notes` come first in the report; `correct`:
+    an output shape the model declares and the target's shape inference refutes is corrected (and said), else
+    ContradictedOutputs."""
     def plan(model: ir.Model, report) -> list:
         current = conversion.source_opset(model)
         if target < current:
@@ -31,7 +35,7 @@ def translator(target: int, notes: tuple = (), external_data: Optional[bool] = N
         report.notes[:0] = notes
         return [OpsetPass(target)]
 
-    return conversion.Passes("upgrade", plan, external_data=external_data)
+    return conversion.Passes("upgrade", plan, external_data=external_data, correct=correct)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +48,7 @@ class Attempt:
     notes: tuple[str, ...] = ()
     refuted: Optional[tuple[int, str]] = None
     refused: Optional[tuple[int, str]] = None
+    correct: bool = False  # a declared output shape the target refutes is corrected there (else: an opset below)
 
     def lower(self, target: int, note: str) -> "Attempt":
         return dataclasses.replace(self, target=target, notes=(*self.notes, note))
@@ -57,16 +62,21 @@ def upgrade(source, output=None, *, opset: Optional[int] = None, verify: str = "
     the module says); never down.
 
     `options` (or the check options by name: seed, runs, dims...): how rewrites are verified (see CheckOptions)."""
-    attempt = Attempt(newest_common_opset() if opset is None else conversion.opset_number(opset))
+    # By default, below the op version that refutes a declared output shape; an opset asked for: there, the
+    # declaration corrected.
+    attempt = Attempt(newest_common_opset() if opset is None else conversion.opset_number(opset),
+                      correct=opset is not None)
     conversion.check_opset(attempt.target)
     while True:
         try:
-            return conversion.run_conversion(source, translator(attempt.target, attempt.notes, external_data),
-                                             options, output=output, verify=verify, force=force, progress=progress)
+            return conversion.run_conversion(
+                source, translator(attempt.target, attempt.notes, external_data, attempt.correct), options,
+                output=output, verify=verify, force=force, progress=progress)
         except ContradictedOutputs as err:
-            attempt = _below_refuted(attempt, err, source) if opset is None else None
-            if attempt is None:
+            if attempt.correct:
                 raise
+            # No opset below the refuting version is newer than the source's: there, the declaration corrected.
+            attempt = _below_refuted(attempt, err, source) or dataclasses.replace(attempt, correct=True)
         except VerificationFailed as err:
             attempt = _below_refusal(attempt, err, source) if opset is None else None
             if attempt is None:

@@ -13,8 +13,8 @@ from typing import Mapping, Optional
 import numpy as np
 
 from rnnconv import io
+from rnnconv.engine import ENGINES, RNNCONV
 from rnnconv.errors import UsageError
-from rnnconv.verification.engines import ENGINES
 from rnnconv.verification.model import open_model
 from rnnconv.verification.options import CheckOptions, check_keywords
 from rnnconv.verification.plan import CheckPlan, Versus
@@ -33,7 +33,7 @@ def _engine_list(value: Optional[str], what: str) -> Optional[tuple[str, ...]]:
 
 
 @check_keywords
-def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_engine: Optional[str] = None,
+def compare_models(reference, candidate, *, engine: str = RNNCONV, reference_engine: Optional[str] = None,
                    candidate_engine: Optional[str] = None, save_inputs=None, save_outputs=None, plot=None,
                    force: bool = False, options: Optional[CheckOptions] = None) -> VerifyReport:
     """Run REFERENCE and CANDIDATE (ONNX or OpenVINO IR, paths or in memory) on the same inputs and compare
@@ -55,9 +55,9 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
     if len(set(p.resolve() for p in written)) < len(written):
         raise UsageError("save_inputs, save_outputs and plot must name different files")
     ref_engines = (_engine_list(reference_engine, "reference engine") or _engine_list(engine, "engine")
-                   or ("rnnconv",))
+                   or (RNNCONV,))
     cand_engines = (_engine_list(candidate_engine, "candidate engine") or _engine_list(engine, "engine")
-                    or ("rnnconv",))
+                    or (RNNCONV,))
     if plot is not None:
         _pyplot()  # fail before the runs, not after them
     report = VerifyReport("verify", reference=ref.describe(), candidate=cand.describe())

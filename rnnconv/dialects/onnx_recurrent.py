@@ -17,8 +17,10 @@ import onnx_ir as ir
 
 from rnnconv import activations as act
 from rnnconv.dialects.onnx_versions import (  # noqa: F401  (the version facts, also read from here)
+    BFLOAT16_SINCE,
     CAST_BFLOAT16_SINCE,
     LAYOUT_SINCE,
+    LINEAR_BEFORE_RESET_SINCE,
     MODERN_SINCE,
     VERSIONS,
 )
@@ -54,7 +56,7 @@ def attributes_at(op_type: str, version: int) -> frozenset[str]:
     names = {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size"}
     if version < MODERN_SINCE:
         names.add("output_sequence")
-    if op_type == "GRU" and version >= 3:
+    if op_type == "GRU" and version >= LINEAR_BEFORE_RESET_SINCE:
         names.add("linear_before_reset")
     if op_type == "LSTM":
         names.add("input_forget")

@@ -17,7 +17,7 @@ from typing import Mapping, Union
 import numpy as np
 
 from rnnconv.dialects.openvino import (
-    gates as ov_gates,  # activations only: see _SPEC_ORDER
+    gates as ov_gates,  # activations and op names only: see _SPEC_ORDER
 )
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import reader as ov_reader
@@ -75,7 +75,7 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
             if inner is not None and layer.id in inner:
                 value = inner[layer.id]
             else:
-                name = layer.outputs[0].names[0] if layer.outputs[0].names else layer.name
+                name = ovir.parameter_name(layer)
                 if name not in feeds:
                     raise BadInput(f"no value fed for IR Parameter {name!r}")
                 value = np.asarray(feeds[name])
@@ -113,7 +113,7 @@ def _execute(graph: ovir.IRGraph, feeds, fdt, keep=False, *, inner: dict | None 
 _SPEC_ORDER = {"LSTM": ("f", "i", "c", "o"), "GRU": ("z", "r", "h"), "RNN": ("i",)}
 
 
-_TAKES_PIECES = frozenset({"LSTMSequence", "GRUSequence", "RNNSequence"})
+_TAKES_PIECES = frozenset(ov_gates.SEQUENCES)
 
 
 def _gate_blocks(value, d: int, n: int) -> tuple[list, list]:
@@ -142,14 +142,14 @@ def _split_spec(kind, W, R, B, lbr):
     return Wd, Rd, dict(zip(order, np.split(B, len(order)))), {}
 
 
-@kernel("LSTMSequence", "GRUSequence", "RNNSequence")
+@kernel(*ov_gates.SEQUENCES)
 def _sequence(layer, a, fdt):
     """LSTMSequence-5, GRUSequence-5, RNNSequence-5 (OpenVINO spec pages of the same names).
 
     Inputs X [N,T,I], H0 [N,D,H] (, C0 [N,D,H]), sequence_lengths [N], W [D,G*H,I], R [D,G*H,H], B [D,G*H]
     (GRU linear_before_reset: [D,4H]); outputs Y [N,D,T,H], Ho [N,D,H] (, Co [N,D,H]).
     """
-    kind = layer.type[: -len("Sequence")]
+    kind = ov_gates.SEQUENCES[layer.type]
     if kind == "LSTM":
         X, H0, C0, lens, W, R, B = a
     else:
@@ -187,14 +187,14 @@ def _sequence(layer, a, fdt):
     return out
 
 
-@kernel("LSTMCell", "GRUCell", "RNNCell")
+@kernel(*ov_gates.CELLS)
 def _cell(layer, a, fdt):
     """LSTMCell-1/4, GRUCell-3, RNNCell-0 (OpenVINO spec pages of the same names): one step.
 
     Inputs X [N,I], H [N,H] (, C [N,H]), W [G*H,I], R [G*H,H], B [G*H] (GRU linear_before_reset: [4H]); outputs
     Ho [N,H] (, Co [N,H]).
     """
-    kind = layer.type[: -len("Cell")]
+    kind = ov_gates.CELLS[layer.type]
     n_state = 2 if kind == "LSTM" else 1
     X, states, (W, R, B) = a[0], a[1:1 + n_state], a[1 + n_state:4 + n_state]
     lbr = _flag(layer, "linear_before_reset")

@@ -28,7 +28,7 @@ import onnx_ir as ir
 
 from rnnconv.dialects import onnx_quantized
 from rnnconv.dialects.onnx_recurrent import node_label
-from rnnconv.engine import partition, reference
+from rnnconv.engine import ONNXRUNTIME, RNNCONV, partition, reference
 from rnnconv.engine.onnxruntime_runtime import NodeSession, Session, max_ir_version
 from rnnconv.engine.op_dynamic_quantize_lstm import ONNXRUNTIME_THREADS, dynamic_quantize_lstm
 from rnnconv.engine.op_gru import gru
@@ -148,7 +148,7 @@ class Executor:
             self._one_by_one.add(segments[0])
             return None
         for node in graph:
-            self._place(node, frame, "onnxruntime")
+            self._place(node, frame, ONNXRUNTIME)
         return {v.name: got[v.name] for v in graph.outputs}
 
     def _place(self, node: ir.Node, frame: _Frame, place: str) -> None:
@@ -225,7 +225,7 @@ class Executor:
                 for value in segment.outputs:
                     scope.values[value] = got[value.name]
                 for node in segment.nodes:
-                    self._place(node, frame, "onnxruntime")
+                    self._place(node, frame, ONNXRUNTIME)
                 return
         for node in segment.nodes:
             self._node(node, frame, scope)
@@ -264,26 +264,26 @@ class Executor:
         attributes = _resolve(node, frame)
         if domain == "" and op in KERNELS:
             kwargs = {a.name: a.value for a in attributes if a.name not in _NOT_KERNEL_ARGS}
-            return "rnnconv", lambda ins, _: KERNELS[op](*ins, dtype=self.dtype, **kwargs)
+            return RNNCONV, lambda ins, _: KERNELS[op](*ins, dtype=self.dtype, **kwargs)
         if onnx_quantized.is_quantized_lstm(node) and not self.partitioned:
             kwargs = {a.name: a.value for a in attributes}
             with_y = bool(node.outputs) and bool(node.outputs[0].name)
-            return "rnnconv", lambda ins, _: dynamic_quantize_lstm(*ins, output_sequence=with_y,
+            return RNNCONV, lambda ins, _: dynamic_quantize_lstm(*ins, output_sequence=with_y,
                                                                    num_threads=ONNXRUNTIME_THREADS, **kwargs)
         if domain == "" and op in _CONTROL_FLOW:
             run = _CONTROL_FLOW[op]
             by_name = {a.name: a for a in attributes}
-            return "rnnconv", lambda ins, scope: run(self, node, frame, by_name, ins, scope)
+            return RNNCONV, lambda ins, scope: run(self, node, frame, by_name, ins, scope)
         function = self.functions.get((node.domain, op, node.overload))
         if function is not None:
-            return "rnnconv", lambda ins, _: self._call(function, node, frame, attributes, ins)
+            return RNNCONV, lambda ins, _: self._call(function, node, frame, attributes, ins)
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in attributes):
             raise Unsupported(f"node {path!r} ({_op(node)}): rnnconv's engine runs the bodies of If, Loop and Scan "
                               f"only, not those of {op}")
         if domain == "" and op == "Constant" and [a.name for a in attributes] == ["value"]:
             value = attributes[0].value.numpy()
-            return "rnnconv", lambda ins, _: [value]
-        place = ["onnxruntime"]
+            return RNNCONV, lambda ins, _: [value]
+        place = [ONNXRUNTIME]
         return place, self._alone(node, frame, attributes, place)
 
     def _alone(self, node: ir.Node, frame: _Frame, attributes: list, place: list) -> _Compute:
@@ -313,7 +313,7 @@ class Executor:
                 try:
                     sessions[kinds] = NodeSession(node.domain, node.op_type, attributes, inputs, wanted,
                                                   frame.opsets, constants).run
-                    place[0] = "onnxruntime"
+                    place[0] = ONNXRUNTIME
                 except Exception as err:
                     sessions[kinds] = referenced(err)
             try:
@@ -325,7 +325,7 @@ class Executor:
                     run = referenced(err)
                     outputs = run(*inputs)
                 except Exception:
-                    place[0] = "onnxruntime"
+                    place[0] = ONNXRUNTIME
                     raise err from None
                 sessions[kinds] = run
                 return outputs

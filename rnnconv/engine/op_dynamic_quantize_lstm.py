@@ -41,6 +41,7 @@ import numpy as np
 from rnnconv import activations as act
 from rnnconv.dialects import onnx_quantized as dq
 from rnnconv.dialects.mlas import LOGISTIC_P, LOGISTIC_Q, TANH_P, TANH_Q, mlas_fma, mlas_saturates
+from rnnconv.dialects.onnx_recurrent import PEEPHOLES
 from rnnconv.errors import BadInput
 
 ONNXRUNTIME_THREADS = 1  # intra_op_num_threads of rnnconv's onnxruntime sessions on models holding the op
@@ -316,16 +317,17 @@ def _direction(X, lens, Wq, W_scale, Rq, R_scale, bias, P, h0, c0, acts, *, reve
     # One quantization over every step that runs, padding included: X[0:longest] of every sequence.
     XW = _quantized_product(X[:longest].reshape(longest * N, -1), Wq, W_scale).reshape(longest, N, 4 * H)
     f, g, h = acts
+    at = {k: slice(n * H, (n + 1) * H) for n, k in enumerate(dq.GATES)}  # rows of G and the bias: ONNX's gate order
 
     def gate(pre, k, peephole=None, cell=None):
         # clip_add_bias after elementwise_product: (G + P * C) + (Wb + Rb), then clamped
         if peephole is not None:
             pre = pre + cell * peephole
         if bias is not None:
-            pre = pre + bias[k * H:(k + 1) * H]
+            pre = pre + bias[at[k]]
         return np.maximum(np.minimum(pre, clip), -clip)
 
-    Pi, Po, Pf = (None, None, None) if P is None else (P[:H], P[H:2 * H], P[2 * H:])
+    peep = dict.fromkeys(PEEPHOLES) if P is None else {k: P[n * H:(n + 1) * H] for n, k in enumerate(PEEPHOLES)}
     c = np.array(c0, F32)
     outputs = np.zeros((longest, N, H), F32)  # in processing order
     # Without Y, each row's state lives in the Y_h buffer: a finished row keeps its last H, quantized with the rest.
@@ -341,11 +343,11 @@ def _direction(X, lens, Wq, W_scale, Rq, R_scale, bias, P, h0, c0, acts, *, reve
                 idx = rows[active]
                 Ga, cp = G[active], c[idx]
                 with np.errstate(invalid="ignore", over="ignore"):
-                    it = _apply(f, gate(Ga[:, :H], 0, Pi, cp), fma)  # gate order i, o, f, c
-                    ft = F32(1) - it if input_forget else _apply(f, gate(Ga[:, 2 * H:3 * H], 2, Pf, cp), fma)
-                    ct = _apply(g, gate(Ga[:, 3 * H:], 3), fma)
+                    it = _apply(f, gate(Ga[:, at["i"]], "i", peep["i"], cp), fma)
+                    ft = F32(1) - it if input_forget else _apply(f, gate(Ga[:, at["f"]], "f", peep["f"], cp), fma)
+                    ct = _apply(g, gate(Ga[:, at["c"]], "c"), fma)
                     cn = cp * ft + it * ct
-                    ot = _apply(f, gate(Ga[:, H:2 * H], 1, Po, cn), fma)
+                    ot = _apply(f, gate(Ga[:, at["o"]], "o", peep["o"], cn), fma)
                     hn = _apply(h, cn, fma) * ot
                 c[idx] = cn
                 if output_sequence:

@@ -18,10 +18,8 @@ from typing import Mapping, Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.onnx_recurrent import MODERN_SINCE, OPS, version_of
-
-ONNXRUNTIME = "onnxruntime"
-RNNCONV = "rnnconv"
+from rnnconv.dialects.onnx_recurrent import BFLOAT16_SINCE, MODERN_SINCE, OPS, version_of
+from rnnconv.engine import ONNXRUNTIME, RNNCONV
 # Constant inputs of a segment up to this size go inside its model (shapes, axes, quantization parameters: some
 # kernels want them constant); bigger ones are fed at each run, never copied into protobuf.
 EMBEDDED_CONSTANT_BYTES = 1 << 16
@@ -62,6 +60,35 @@ def _float32(value: Optional[ir.Value]) -> bool:
     return value is None or value.dtype in (None, ir.DataType.FLOAT)
 
 
+def onnxruntime_refusals(op: str, version: int, layout: int, dtype: Optional[str]) -> dict[str, str]:
+    """What onnxruntime refuses of a GRU/LSTM/RNN node (measured: tests/commands/test_check.py observes each), by
+    cause ("version", "layout", "float64", "bfloat16"); empty when it runs the node. `dtype`: the numpy name of
+    the node's element type."""
+    found = {}
+    if version < MODERN_SINCE:
+        found["version"] = f"no CPU kernel for {op}-{version} (onnxruntime runs {op} from opset {MODERN_SINCE})"
+    if layout == 1:
+        found["layout"] = ('layout=1 is refused at session creation ("Batchwise recurrent operations (layout == 1) '
+                           'are not supported")')
+    if dtype == "float64":
+        found["float64"] = f"float64 {op} is not run (no double kernel)"
+    if dtype == "bfloat16":
+        found["bfloat16"] = (f"no CPU kernel for bfloat16 {op} (below opset {BFLOAT16_SINCE} rnnconv runs the node in "
+                             f"float32 between Casts)")
+    return found
+
+
+def _dtype(node: ir.Node) -> Optional[str]:
+    """The numpy name of a recurrent node's element type (X, W or R, the first whose type is known)."""
+    for value in node.inputs[:3]:
+        if value is not None and value.dtype is not None:
+            try:
+                return np.dtype(value.dtype.numpy()).name
+            except (TypeError, ValueError):  # a type numpy has no name for: none onnxruntime refuses by name
+                return None
+    return None
+
+
 def rnnconv_reason(node: ir.Node, opsets: Mapping[str, int], functions: Mapping[tuple, ir.Function],
                    memo: Optional[dict] = None) -> Optional[str]:
     """Why rnnconv runs `node` itself rather than onnxruntime (None: onnxruntime runs it as the spec says).
@@ -79,11 +106,10 @@ def _reason(node: ir.Node, opsets: Mapping[str, int], functions: Mapping[tuple, 
     domain = _domain(node.domain)
     if domain == "" and node.op_type in OPS:
         version = version_of(node.op_type, opsets.get("", 1))
-        if version < MODERN_SINCE:
-            return f"onnxruntime has no kernel for {node.op_type}-{version}"
         layout = node.attributes.get("layout")
-        if layout is not None and layout.value == 1:
-            return "onnxruntime refuses layout=1"
+        refused = onnxruntime_refusals(node.op_type, version, 0 if layout is None else layout.value, _dtype(node))
+        if refused:
+            return "onnxruntime: " + "; ".join(refused.values())
         if not all(_float32(v) for v in node.inputs[:3]):
             return "onnxruntime runs float32 recurrent nodes only"
         return None

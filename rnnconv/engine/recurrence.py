@@ -22,8 +22,15 @@ from rnnconv.layer import DIRECTIONS, Layer
 
 FLOAT_TYPES = ("float16", "bfloat16", "float32", "float64")
 
-# Packing order inside the loop: ONNX's, so the weights of an ONNX node need no copy.
+# Packing order inside the loop: ONNX's, so the weights of an ONNX node need no copy. The loops find each gate's
+# rows by name; they activate GRU's z and r, and LSTM's sigmoid gates, as one block: h and c come last.
 _PACKING = ONNX_GATES
+assert _PACKING["GRU"][-1] == "h" and _PACKING["LSTM"][-1] == "c"
+
+
+def _rows(kind: str, H: int) -> dict[str, slice]:
+    """Each gate's rows in the loop's packed [G*H, ...] buffers."""
+    return {g: slice(k * H, (k + 1) * H) for k, g in enumerate(_PACKING[kind])}
 
 
 def run_direction(
@@ -174,11 +181,12 @@ def _rnn_loop(R, activations, clip, N, H, dt, **_):
 def _gru_loop(R, Rbh, activations, clip, linear_before_reset, N, H, dt, **_):
     f, g = activations
     # linear_before_reset needs Ht-1*(Rh^T) before rt is known: then one product covers all three gates.
-    product_gates = ("z", "r", "h") if linear_before_reset else ("z", "r")
+    product_gates = _PACKING["GRU"] if linear_before_reset else _PACKING["GRU"][:-1]
     Rt = _stacked_product([R[k] for k in product_gates], dt)
     Rht = _stacked_product([R["h"]], dt)
     gates = np.empty((len(product_gates) * H, N), dt)
-    zr, zt, rt = gates[: 2 * H], gates[:H], gates[H : 2 * H]
+    rows = _rows("GRU", H)
+    zr, zt, rt = gates[: 2 * H], gates[rows["z"]], gates[rows["r"]]
     ht, tmp = np.empty((H, N), dt), np.empty((H, N), dt)
     Rbh = None if Rbh is None else Rbh[:, None]
 
@@ -190,13 +198,13 @@ def _gru_loop(R, Rbh, activations, clip, linear_before_reset, N, H, dt, **_):
         apply(f, zr, out=zr)
         if linear_before_reset:
             # ht = g(Xt*(Wh^T) + (rt (.) (Ht-1*(Rh^T) + Rbh)) + Wbh)
-            np.add(gates[2 * H :], Rbh, out=ht)
+            np.add(gates[rows["h"]], Rbh, out=ht)
             np.multiply(ht, rt, out=ht)
         else:
             # ht = g(Xt*(Wh^T) + (rt (.) Ht-1)*(Rh^T) + Rbh + Wbh)
             np.multiply(rt, h_prev, out=tmp)
             Rht(tmp, ht)
-        np.add(ht, xw[2 * H :], out=ht)
+        np.add(ht, xw[rows["h"]], out=ht)
         _clip(ht, clip)
         apply(g, ht, out=ht)
         # Ht = (1 - zt) (.) ht + zt (.) Ht-1
@@ -212,9 +220,11 @@ def _gru_loop(R, Rbh, activations, clip, linear_before_reset, N, H, dt, **_):
 def _lstm_loop(R, P, activations, clip, input_forget, N, H, dt, **_):
     f, g, h = activations
     Rt = _stacked_product([R[k] for k in _PACKING["LSTM"]], dt)
-    Pi, Po, Pf = (np.asarray(P[k], dt)[:, None] for k in ("i", "o", "f")) if P else (None, None, None)
+    peepholes = {k: np.asarray(v, dt)[:, None] for k, v in P.items()} if P else {}
+    Pi, Po, Pf = peepholes.get("i"), peepholes.get("o"), peepholes.get("f")
     gates = np.empty((4 * H, N), dt)
-    it, ot, ft, ct = (gates[k * H : (k + 1) * H] for k in range(4))
+    rows = _rows("LSTM", H)
+    it, ot, ft, ct = gates[rows["i"]], gates[rows["o"]], gates[rows["f"]], gates[rows["c"]]
     tmp = np.empty((H, N), dt)
     cells = (np.empty((H, N), dt), np.empty((H, N), dt))
 

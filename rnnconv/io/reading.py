@@ -112,6 +112,7 @@ def _root_cause(err: BaseException) -> str:
 
 def _check_graph(proto: "onnx.ModelProto", where: str) -> None:
     """What onnx.checker lets through but no command can work with."""
+    _check_text(proto, where)
     if len(proto.graph.output) == 0:
         what = "empty graph" if len(proto.graph.node) == 0 else f"{len(proto.graph.node)} node(s)"
         raise BadInput(f"{where}: the graph has no outputs ({what}): nothing to convert or verify")
@@ -123,6 +124,24 @@ def _check_graph(proto: "onnx.ModelProto", where: str) -> None:
     if opset is not None and opset > latest:
         raise Unsupported(f"{where}: default-domain opset {opset} is newer than the installed onnx knows "
                           f"({latest}); upgrade onnx, or export at opset {latest} or older")
+
+
+def _check_text(message, where: str, path: str = "model") -> None:
+    """Every string field is UTF-8. protobuf reads an ONNX (proto2) string as the bytes it holds when they are
+    not (a flipped byte in a name), which onnx's checker lets through and onnx_ir cannot write back."""
+    for field, value in message.ListFields():
+        name = f"{path}.{field.name}"
+        repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+        if field.type == field.TYPE_MESSAGE:
+            if repeated:
+                for k, item in enumerate(value):
+                    _check_text(item, where, f"{name}[{k}]")
+            else:
+                _check_text(value, where, name)
+        elif field.type == field.TYPE_STRING:
+            for k, item in enumerate(value if repeated else [value]):
+                if isinstance(item, bytes):
+                    raise BadInput(f"{where}: malformed model ({name} holds {item[:60]!r}, which is not UTF-8 text)")
 
 
 def _declared_dims(type_proto: "onnx.TypeProto"):
@@ -139,14 +158,20 @@ def _declared_dims(type_proto: "onnx.TypeProto"):
 
 
 def _check_imports(imports, where: str) -> None:
-    """One version per domain: onnx and onnx_ir silently keep the last of two imports, onnxruntime the first."""
+    """One version per domain: onnx and onnx_ir silently keep the last of two imports, onnxruntime the first. The
+    same version twice (`onnx.compose.merge_models` lists each model's imports) means one thing: kept once."""
     seen: dict[str, int] = {}
-    for o in imports:
+    repeated = []
+    for k, o in enumerate(imports):
         domain = "" if o.domain == "ai.onnx" else o.domain
-        if domain in seen:
+        if domain in seen and seen[domain] != o.version:
             raise BadInput(f"{where} imports domain {o.domain or 'ai.onnx (default)'!r} twice (versions "
                            f"{seen[domain]} and {o.version}): which one it means is ambiguous; keep one")
+        if domain in seen:
+            repeated.append(k)
         seen[domain] = o.version
+    for k in reversed(repeated):
+        del imports[k]
 
 
 # Beyond this many bytes a tensor's size overflows int64, what onnxruntime and OpenVINO count sizes in.

@@ -222,13 +222,13 @@ def type_problem(op: str, version: int, inputs, outputs) -> Optional[str]:
         for i, value in enumerate(values):
             if value is None or not formals or (i >= len(formals) and not formals[-1][2]):
                 continue
-            param, allowed, _ = formals[min(i, len(formals) - 1)]
+            param, allowed, _, homogeneous = formals[min(i, len(formals) - 1)]
             t = _type_str(value.type)
             if t is None:
                 continue
             if t not in allowed:
                 return f"{t} is not in {op}-{version}'s type list"
-            if seen.setdefault(param, t) != t:
+            if homogeneous and seen.setdefault(param, t) != t:
                 return f"{op}-{version} needs one type for {seen[param]} and {t}"
     return None
 

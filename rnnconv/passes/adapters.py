@@ -32,7 +32,14 @@ Changelog.md, ../shared/spec/. `python -m rnnconv.passes.adapters` prints the co
 
 from __future__ import annotations
 
-from rnnconv.dialects.onnx_recurrent import CAST_BFLOAT16_SINCE, OPS
+from rnnconv.dialects.onnx_recurrent import (
+    BFLOAT16_SINCE,
+    CAST_BFLOAT16_SINCE,
+    LAYOUT_SINCE,
+    LINEAR_BEFORE_RESET_SINCE,
+    MODERN_SINCE,
+    OPS,
+)
 from rnnconv.errors import Unsupported
 from rnnconv.passes.adapter_kinds import (  # noqa: F401  (the table's vocabulary, importable from here)
     Absent,
@@ -84,7 +91,7 @@ def _nothing(plan: NodePlan, opset: int) -> None:
 def _drop_output_sequence(plan: NodePlan, opset: int) -> None:
     """output_sequence dropped (Y is always available from version 7)."""
     if plan.drop("output_sequence") is not None:
-        plan.what.append("output_sequence dropped (Y is always available from version 7)")
+        plan.what.append(f"output_sequence dropped (Y is always available from version {MODERN_SINCE})")
 
 
 def _add_output_sequence(plan: NodePlan, opset: int) -> None:
@@ -99,14 +106,15 @@ def _refuse_linear_before_reset(plan: NodePlan, opset: int) -> None:
     """linear_before_reset=1 refused (no GRU-1 holds it)."""
     if plan.drop("linear_before_reset"):
         raise Unsupported(f"GRU node {plan.rn.name!r}: linear_before_reset=1 cannot be expressed in GRU-1 "
-                          f"(opsets 1-2); the lowest opset that can hold it is 3", fixes=("opset=3",))
+                          f"(opsets 1-{LINEAR_BEFORE_RESET_SINCE - 1}); the lowest opset that can hold it is "
+                          f"{LINEAR_BEFORE_RESET_SINCE}", fixes=(f"opset={LINEAR_BEFORE_RESET_SINCE}",))
 
 
 def _layout_to_0(plan: NodePlan, opset: int) -> None:
     """layout=1: the node goes to layout 0 between Transposes."""
     if plan.drop("layout") == 1:
         plan.layout_to_0 = True
-        plan.what.append("layout=1 -> layout 0 with Transposes (layout exists from version 14)")
+        plan.what.append(f"layout=1 -> layout 0 with Transposes (layout exists from version {LAYOUT_SINCE})")
 
 
 def _bfloat16_to_float32(plan: NodePlan, opset: int) -> None:
@@ -118,25 +126,25 @@ def _bfloat16_to_float32(plan: NodePlan, opset: int) -> None:
         return
     if opset < CAST_BFLOAT16_SINCE:
         raise Unsupported(f"{plan.rn.op} node {plan.rn.name!r}: bfloat16 needs Casts around the node below version "
-                          f"22, and Cast holds bfloat16 only from opset {CAST_BFLOAT16_SINCE}",
+                          f"{BFLOAT16_SINCE}, and Cast holds bfloat16 only from opset {CAST_BFLOAT16_SINCE}",
                           fixes=(f"opset={CAST_BFLOAT16_SINCE}",))
     plan.cast_to_float32 = True
     plan.what.append("bfloat16 computed as float32 between Casts (exact inputs; outputs rounded back)")
 
 
 for _op in OPS:
-    register(_op, 7, 14, _nothing, what="")
-    register(_op, 14, 7, _layout_to_0)
-    register(_op, 14, 22, _nothing, what="")
-    register(_op, 22, 14, _bfloat16_to_float32)
-register("GRU", 1, 3, _nothing, what="")
-register("GRU", 3, 1, _refuse_linear_before_reset)
-register("GRU", 3, 7, _drop_output_sequence)
-register("GRU", 7, 3, _add_output_sequence)
-register("LSTM", 1, 7, _drop_output_sequence)
-register("LSTM", 7, 1, _add_output_sequence)
-register("RNN", 1, 7, _drop_output_sequence)
-register("RNN", 7, 1, _add_output_sequence)
+    register(_op, MODERN_SINCE, LAYOUT_SINCE, _nothing, what="")
+    register(_op, LAYOUT_SINCE, MODERN_SINCE, _layout_to_0)
+    register(_op, LAYOUT_SINCE, BFLOAT16_SINCE, _nothing, what="")
+    register(_op, BFLOAT16_SINCE, LAYOUT_SINCE, _bfloat16_to_float32)
+register("GRU", 1, LINEAR_BEFORE_RESET_SINCE, _nothing, what="")
+register("GRU", LINEAR_BEFORE_RESET_SINCE, 1, _refuse_linear_before_reset)
+register("GRU", LINEAR_BEFORE_RESET_SINCE, MODERN_SINCE, _drop_output_sequence)
+register("GRU", MODERN_SINCE, LINEAR_BEFORE_RESET_SINCE, _add_output_sequence)
+register("LSTM", 1, MODERN_SINCE, _drop_output_sequence)
+register("LSTM", MODERN_SINCE, 1, _add_output_sequence)
+register("RNN", 1, MODERN_SINCE, _drop_output_sequence)
+register("RNN", MODERN_SINCE, 1, _add_output_sequence)
 
 
 # -- the table: every step of the other ops (checked against the schemas by tests/passes/test_adapter_table.py) --

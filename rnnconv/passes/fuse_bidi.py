@@ -180,7 +180,9 @@ def _merged(planner, fw, rv):
     nodes = pre + glue + post
     inits = [v for v in inits if any(v is i for n in nodes for i in n.inputs)]
     reads = list({id(v): v for v in fw.inputs + rv.inputs}.values())
+    dtype = stacked[0].dtype.name.lower() if stacked[0].dtype is not None else "float"
     what = (f"{fw.what[0].split(' -> ')[0]} (forward) and {rv.what[0].split(' -> ')[0]} (reverse) -> one {op} node "
-            f"(bidirectional, hidden {H})")
+            f"(bidirectional, hidden {H}" + (f", computing in {dtype}" if dtype == "float16" else "") + ")")
+    context = in_order(planner.graph, list({id(n): n for n in fw.context + rv.context}.values()))
     return Fusion(op, node.name, matched, nodes, replaced, reads, inits, [what], fw.steps + rv.steps,
-                  f"{fw.where}, {rv.where}")
+                  f"{fw.where}, {rv.where}", context)

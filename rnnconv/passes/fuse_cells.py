@@ -17,18 +17,20 @@ pipeline checks the matched nodes against the new ones, then the whole model.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import Optional
 
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.onnx_recurrent import GATES, MODERN_SINCE, constant_array, default_opset, node_label
+from rnnconv.dialects.onnx_recurrent import GATES, MODERN_SINCE, OPS, constant_array, default_opset, node_label
 from rnnconv.passes.base import PassResult, RewritePass
 from rnnconv.passes.edit import Names
 from rnnconv.passes.fuse_bidi import merge
-from rnnconv.passes.fuse_match import (Fusion, Step, attr, axes_of, const, find_steps, in_order, linear, only_user,
-                                       producer)
-from rnnconv.passes.fuse_scan import BodyStep, body_step, outer_reads
+from rnnconv.passes.fuse_keras import find_steps
+from rnnconv.passes.fuse_loop import loop_step
+from rnnconv.passes.fuse_match import Fusion, Step, attr, axes_of, const, in_order, linear, only_user, producer
+from rnnconv.passes.fuse_scan import body_step, build
 
 MIN_OPSET = MODERN_SINCE  # the versions the fused nodes are written at, or later
 
@@ -41,6 +43,8 @@ class NearMiss:
     why: str
 
     def __str__(self) -> str:
+        if self.op in ("Scan", "Loop"):
+            return f"{self.op} {self.where} not fused: {self.why}"
         return f"{self.steps} {self.op} step(s) at {self.where} not fused: {self.why}"
 
 
@@ -77,10 +81,10 @@ def _where(chain: list[Step]) -> str:
 class Planner:
     """Turns chains into Fusions (or NearMisses) without changing the graph."""
 
-    def __init__(self, model: ir.Model):
-        self.model, self.graph = model, model.graph
+    def __init__(self, model: ir.Model, graph: Optional[ir.Graph] = None, names: Optional[Names] = None):
+        self.model, self.graph = model, graph if graph is not None else model.graph
         self.opset = default_opset(model)
-        self.names = Names(model.graph)
+        self.names = names or Names(model.graph)
 
     def plan(self, chain: list[Step]) -> "Fusion | NearMiss | None":
         op, T = chain[0].op, len(chain)
@@ -205,6 +209,12 @@ class Planner:
         stem = self.names(f"{op.lower()}_fused")
         nodes, inits = [], []
         matched = self._matched(chain, lin, X is None)
+        have = {id(n) for n in matched}
+        if X is not None and lin is None and not all(id(n) in have for s in chain for n in s.time.nodes):
+            # a step's input is also read elsewhere (Keras' first step, peeled off its loop, read by both
+            # directions): the node reads the steps' inputs as they are
+            X, direction = None, "forward"
+            matched = self._matched(chain, lin, True)
         if X is None:  # Case 1 without a sequence to read: the steps' own inputs, stacked
             X = self._stack([s.x for s in chain], f"{stem}_X", nodes, inits)
         elif X.shape is not None and isinstance(X.shape[0], int) and X.shape[0] > T:
@@ -256,31 +266,6 @@ class Planner:
         what = [f"{T} unrolled {op} step(s) -> one {op} node ({direction}, hidden {H})"]
         return Fusion(op, node.name, matched, nodes, replaced, inputs, inits, what, T, _where(chain))
 
-    def body(self, scan: ir.Node, found: BodyStep) -> Fusion:
-        """Case 4 (passes/fuse_scan.py): the Scan or Loop node as one recurrent node; its outputs from Y, Y_h,
-        Y_c."""
-        step, direction = found.step, found.direction
-        op, lstm = step.op, step.op == "LSTM"
-        G, H = len(GATES[op]), step.R.shape[1]
-        stem = self.names(f"{op.lower()}_fused")
-        nodes, inits = [], []
-        ins = self._inputs(found.X, step.W, step.Wb, step.R, step.Rb, G, H, stem, inits)
-        ins += [None] + [self._axes("Unsqueeze", v, [0], f"{stem}_initial_{'hc'[k]}", nodes, inits)
-                         for k, v in enumerate(found.initial)]
-        node, outs = self._node(op, ins, stem, n_out=3 if lstm else 2, **self._attributes(step, direction, H))
-        nodes.append(node)
-        replaced = []
-        for k, old in enumerate(scan.outputs):
-            if old is None or not (old.uses() or old.is_graph_output()):
-                continue
-            if k < len(found.initial):  # the final state: Y_h, Y_c
-                replaced.append((old, self._axes("Squeeze", outs[1 + k], [0], f"{stem}_{'hc'[k]}", nodes, inits)))
-            else:
-                replaced.append((old, self._axes("Squeeze", outs[0], [1], f"{stem}_Y{k}", nodes, inits)))
-        reads = [v for v in scan.inputs if v is not None] + outer_reads(attr(scan, "body"))
-        what = [f"{scan.op_type} of one {op} step -> one {op} node ({direction}, hidden {H})"]
-        return Fusion(op, node.name, [scan], nodes, replaced, reads, inits, what, 1, node_label(scan))
-
     def _inputs(self, X, W, Wb, R, Rb, G, H, stem, inits) -> list:
         """X, W, R and B (when there is a bias) of the new node."""
         dtype = W.dtype
@@ -299,7 +284,7 @@ class Planner:
         attrs = {"hidden_size": H, "direction": direction}
         if step.op == "RNN" and step.activation != "Tanh":
             attrs["activations"] = [step.activation]
-        if step.op == "GRU":
+        if step.op == "GRU" and step.linear_before_reset:
             attrs["linear_before_reset"] = 1
         return attrs
 
@@ -411,25 +396,45 @@ def _reads(nodes: list) -> list:
 
 
 def survey(model: ir.Model, bidirectional: bool = False) -> tuple[list[Fusion], list[NearMiss]]:
-    """What `fuse` would do to the model's main graph: the fusions and the near-misses, nothing changed;
+    """What `fuse` would do to the model: the fusions and the near-misses of its main graph and of the branches of
+    its Ifs (a cell written once per branch, as silero-vad's LSTMCell per sample rate), nothing changed;
     `bidirectional`: a forward and a reverse fusion over the same sequence as one fusion (passes/fuse_bidi.py)."""
+    names = Names(model.graph)
+    fusions, misses = [], []
+    for graph in _graphs(model.graph):
+        found, missed = _survey(Planner(model, graph, names), bidirectional)
+        fusions += found
+        misses += missed
+    return fusions, misses
+
+
+def _graphs(graph: ir.Graph):
+    yield graph
+    for node in graph:
+        if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+            for name in ("then_branch", "else_branch"):
+                branch = attr(node, name)
+                if branch is not None:
+                    yield from _graphs(branch)
+
+
+def _survey(planner: Planner, bidirectional: bool) -> tuple[list[Fusion], list[NearMiss]]:
     partial: list = []
-    found, misses = chains(find_steps(model.graph, partial))
+    found, misses = chains(find_steps(planner.graph, partial))
     groups: dict = {}
     for m in partial:  # one line per kind of mismatch, not per step
         groups.setdefault((m.op, m.why), []).append(m.anchor)
     for (op, why), anchors in groups.items():
         a, b = node_label(anchors[0]), node_label(anchors[-1])
         misses.append(NearMiss(op, len(anchors), a if a == b else f"{a}..{b}", why))
-    planner = Planner(model)
     fusions = []
-    for node in model.graph:
+    for node in planner.graph:
         if node.op_type in ("Scan", "Loop") and node.domain in ("", "ai.onnx"):
-            got = body_step(node, planner.opset)
+            got = (body_step if node.op_type == "Scan" else loop_step)(node, planner.opset)
             if isinstance(got, str):
                 misses.append(NearMiss(node.op_type, 1, node_label(node), got))
             elif got is not None:
-                fusions.append(planner.body(node, got))
+                fusions.append(build(planner, node, got))
     for chain in found:
         result = planner.plan(chain)
         if result is None:
@@ -446,7 +451,11 @@ def survey(model: ir.Model, bidirectional: bool = False) -> tuple[list[Fusion], 
 def candidates(model: ir.Model) -> list[str]:
     """One line per recurrence `fuse` would fuse, and per near-miss, for `inspect` and `check`."""
     fusions, misses = survey(model)
-    return ([f"{f.steps} unrolled {f.op} step(s) at {f.where}; try rnnconv fuse" for f in fusions]
+    def what(f: Fusion) -> str:
+        body = next((n.op_type for n in f.matched if n.op_type in ("Scan", "Loop")), None)
+        return f"a {body} of one {f.op} step" if body else f"{f.steps} unrolled {f.op} step(s)"
+
+    return ([f"{what(f)} at {f.where}; try rnnconv fuse" for f in fusions]
             + [f"{m} (fuse leaves it alone)" for m in misses])
 
 
@@ -472,26 +481,35 @@ class FusePass(RewritePass):
         for f in fusions:
             self.observe(f)
         for f in fusions:
-            apply(model.graph, f)
+            apply(f.matched[0].graph, f)
         changes = [f"not fused: {m}" for m in self.near_misses]
         if fusions:
             counts = {}
             for f in fusions:
                 counts[f.op] = counts.get(f.op, 0) + 1
-            steps = sum(f.steps for f in fusions)
+            bodies = Counter(n.op_type for f in fusions for n in f.matched if n.op_type in ("Scan", "Loop"))
+            steps = sum(f.steps for f in fusions if not any(n.op_type in bodies for n in f.matched))
             kinds = ", ".join(f"{n} {op}" for op, n in counts.items())
-            changes.insert(0, f"fused {len(fusions)} recurrence(s) ({kinds}) from {steps} unrolled step(s)")
-        return PassResult(model, bool(fusions), fusions, changes)
+            parts = ([f"{steps} unrolled step(s)"] if steps else []) + [f"{n} {op} node(s)" for op, n in
+                                                                           bodies.items()]
+            changes.insert(0, f"fused {len(fusions)} recurrence(s) ({kinds}) from {' and '.join(parts)}")
+        # A node computing in float16 (Keras' mixed precision) is held to float16's tolerance up to the outputs,
+        # float32 though they may be: it rounds differently from the ops it replaces.
+        fp16 = any(i is not None and i.dtype == ir.DataType.FLOAT16 for f in fusions for n in f.nodes
+                   if n.op_type in OPS for i in n.inputs[1:2])
+        return PassResult(model, bool(fusions), fusions, changes, fp16)
 
 
 def apply(graph: ir.Graph, f: Fusion) -> None:
     """The new nodes in, the matched ones out; every value read outside keeps its name."""
     for v in f.new_initializers:
         graph.register_initializer(v)
-    weights = {id(v): v for n in f.matched for v in n.inputs
-               if v is not None and v.name is not None and graph.initializers.get(v.name) is v}
+    weights = {id(v): v for n in f.matched for v in [*n.inputs, *_captured(n)]
+               if v is not None and v.is_initializer()}
     constants = {id(v.producer()): v.producer() for n in f.matched for v in n.inputs
                  if v is not None and producer(v, "Constant") is not None and v.producer() not in f.matched}
+    feeding = [v.producer() for n in [*f.context, *f.matched] for v in n.inputs
+               if v is not None and v.producer() is not None and v.producer().graph is graph]
     olds = [old for old, _ in f.replaced]
     for old, new in f.replaced:
         name = old.name
@@ -502,9 +520,41 @@ def apply(graph: ir.Graph, f: Fusion) -> None:
     ir.convenience.replace_all_uses_with(olds, [new for _, new in f.replaced], replace_graph_outputs=True)
     graph.insert_before(f.matched[0], f.nodes)
     graph.remove(f.matched, safe=True)
+    for node in f.matched:  # a removed Loop's body still reads what it captured: it reads it no more
+        for a in node.attributes.values():
+            if a.type == ir.AttributeType.GRAPH:
+                for inner in ir.traversal.RecursiveGraphIterator(a.value):
+                    for k in range(len(inner.inputs)):
+                        inner.replace_input_with(k, None)
     graph.remove([c for c in constants.values() if not any(o.uses() or o.is_graph_output() for o in c.outputs)],
                  safe=True)
+    for v in _prune(graph, [*f.context, *feeding]):
+        if v.is_initializer():
+            weights[id(v)] = v
     graph.sort()
-    for v in weights.values():  # the weights the steps read, when nothing else reads them
-        if not v.uses() and v not in graph.inputs and not v.is_graph_output():
-            del graph.initializers[v.name]
+    for v in weights.values():  # the weights the steps read, when nothing else reads them (in any graph)
+        if not v.uses() and not v.is_graph_input() and not v.is_graph_output() and v.graph is not None:
+            del v.graph.initializers[v.name]
+
+
+def _captured(node: ir.Node) -> list:
+    """The values of enclosing graphs a node's subgraphs read."""
+    bodies = [a.value for a in node.attributes.values() if a.type == ir.AttributeType.GRAPH]
+    inner = {id(v) for g in bodies for v in [*g.inputs, *g.initializers.values()]}
+    inner |= {id(o) for g in bodies for n in ir.traversal.RecursiveGraphIterator(g) for o in n.outputs}
+    return [v for g in bodies for n in ir.traversal.RecursiveGraphIterator(g) for v in n.inputs
+            if v is not None and id(v) not in inner]
+
+
+def _prune(graph: ir.Graph, nodes: list) -> list:
+    """The nodes that fed the matched ones and are read no more (a Loop's trip count, its reversed input), and
+    the nodes that fed only them."""
+    todo, read = list(nodes), []
+    while todo:
+        node = todo.pop()
+        if node.graph is not graph or any(o.uses() or o.is_graph_output() for o in node.outputs):
+            continue
+        todo.extend(v.producer() for v in node.inputs if v is not None and v.producer() is not None)
+        read.extend(v for v in node.inputs if v is not None)
+        graph.remove(node, safe=True)
+    return read

@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.onnx_recurrent import constant_array
+from rnnconv.dialects.onnx_recurrent import GATES, constant_array
 
 ACTIVATIONS = ("Tanh", "Relu")  # an RNN step's activation, as ONNX's RNN names it
 
@@ -71,6 +71,7 @@ class Step:
     h_const: Optional[np.ndarray] = None  # the hidden term, folded (ONNX gate order along the last axis)
     time: Optional[TimeIndex] = None  # where `x` comes from, when it is one step of a sequence
     feeds: list = dataclasses.field(default_factory=list)  # nodes that only pass the weights on (Identity)
+    linear_before_reset: int = 1  # GRU: PyTorch's and Keras' default (reset_after=True); Keras' reset_after=False: 0
 
 
 # -- small readers ----------------------------------------------------------------------------------------------
@@ -119,22 +120,63 @@ def other(node: ir.Node, v: ir.Value) -> Optional[ir.Value]:
     return b if a is v else a if b is v else None
 
 
+SHAPING = ("Identity", "Transpose", "Cast", "Split", "Squeeze", "Unsqueeze", "Slice")
+
+
 def const(v: Optional[ir.Value], feeds: Optional[list] = None) -> Optional[np.ndarray]:
-    """The constant `v` holds, through Identity and Transpose nodes (the legacy exporter's shared weights, the
-    dynamo exporter's transposed big weights); the nodes passed are added to `feeds`."""
-    seen, perms = [], []
-    while v is not None and v.const_value is None and producer(v, "Identity", "Transpose") is not None:
-        node = v.producer()
-        seen.append(node)
-        if node.op_type == "Transpose":
-            perms.append(attr(node, "perm"))
-        v = node.inputs[0]
+    """The constant `v` holds, through nodes that only reshape or retype a constant (the legacy exporter's shared
+    weights through Identity, the dynamo exporter's transposed big weights, tf2onnx's float32 weights cast to
+    float16 and split per gate or per bias); the nodes passed are added to `feeds`."""
+    seen = []
+    while v is not None and v.const_value is None and producer(v, *SHAPING) is not None:
+        seen.append(v)
+        v = v.producer().inputs[0]
     a = constant_array(v)
-    for perm in reversed(perms):  # innermost first
-        a = None if a is None else np.transpose(a, None if perm is None else list(perm))
+    for value in reversed(seen):  # innermost first
+        a = None if a is None else _shaped(value, a)
     if a is not None and feeds is not None:
-        feeds.extend(seen)
+        feeds.extend(value.producer() for value in seen)
     return a
+
+
+def _shaped(v: ir.Value, a: np.ndarray) -> Optional[np.ndarray]:
+    """`v`, computed by its SHAPING producer from the constant `a` (that node's first input); None when a
+    parameter is not constant."""
+    node = v.producer()
+    op, rank = node.op_type, a.ndim
+    if op == "Identity":
+        return a
+    if op == "Transpose":
+        perm = attr(node, "perm")
+        return np.transpose(a, None if perm is None else list(perm))
+    if op == "Cast":  # round to nearest even, as ONNX's Cast between floats
+        return a.astype(ir.DataType(attr(node, "to")).numpy())
+    axes = axes_of(node) if op != "Split" else None
+    if op in ("Squeeze", "Unsqueeze"):
+        if axes is None:
+            return np.squeeze(a) if op == "Squeeze" and len(node.inputs) < 2 else None
+        return np.squeeze(a, tuple(x % rank for x in axes)) if op == "Squeeze" else \
+            np.expand_dims(a, tuple(x % (rank + len(axes)) for x in axes))
+    if op == "Split":
+        axis = attr(node, "axis", 0) % rank
+        sizes = ints(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None else attr(node, "split")
+        n = len(node.outputs)
+        sizes = list(sizes) if sizes is not None else [a.shape[axis] // n] * n if a.shape[axis] % n == 0 else None
+        if sizes is None or sum(sizes) != a.shape[axis]:
+            return None
+        return np.split(a, np.cumsum(sizes)[:-1], axis=axis)[list(node.outputs).index(v)]
+    if len(node.inputs) < 3 or any(i is None for i in node.inputs[1:3]):  # Slice-10+: starts, ends as inputs
+        return None
+    starts, ends = ints(node.inputs[1]), ints(node.inputs[2])
+    axes, steps = (ints(node.inputs[k]) if len(node.inputs) > k and node.inputs[k] is not None else None
+                   for k in (3, 4))
+    if starts is None or ends is None or (len(node.inputs) > 3 and node.inputs[3] is not None and axes is None) \
+            or (len(node.inputs) > 4 and node.inputs[4] is not None and steps is None):
+        return None
+    index = [slice(None)] * rank
+    for k, axis in enumerate(axes if axes is not None else range(len(starts))):
+        index[axis % rank] = slice(starts[k], ends[k], steps[k] if steps is not None else 1)
+    return a[tuple(index)]
 
 
 def _bias(v: ir.Value, out: int, feeds: list) -> Optional[np.ndarray]:
@@ -231,14 +273,34 @@ def _split(v: ir.Value, n: int) -> Optional[ir.Node]:
     return split
 
 
+def reads_step(v: ir.Value) -> bool:
+    """`v` is one step of a sequence: a TimeIndex, or a Gather along axis 0 at a computed index (a Loop body's
+    Gather(sequence, counter))."""
+    gather = producer(v, "Gather")
+    return time_index(v) is not None or (gather is not None and attr(gather, "axis", 0) == 0
+                                         and constant_array(gather.inputs[1]) is None)
+
+
 def _hidden_and_x(add: ir.Node) -> Optional[tuple]:
     """(hidden, x) of Add(hidden, x): two Linears, x the one whose input is one time step of a sequence (when
-    neither or both are, PyTorch's order: hidden first); or (constant hidden term, x Linear)."""
+    neither or both are, PyTorch's order: hidden first); or (constant hidden term, x Linear). Keras adds the bias
+    after both products: Add(Add(x, hidden), bias) is x with that bias."""
     if len(add.inputs) != 2:
         return None
+    for inner, b in ((add.inputs[0], add.inputs[1]), (add.inputs[1], add.inputs[0])):
+        if producer(inner, "Add") is None or only_user(inner) is not add or linear(inner) is not None:
+            continue
+        feeds: list = []
+        bias = const(b, feeds)
+        pair = _hidden_and_x(inner.producer()) if bias is not None and bias.ndim == 1 else None
+        if pair is not None and isinstance(pair[1], Linear) and bias.size == pair[1].W.shape[0]:
+            h, x = pair
+            x.b = bias.astype(x.W.dtype) if x.b is None else x.b + bias
+            x.nodes, x.feeds = [*x.nodes, inner.producer()], [*x.feeds, *feeds]
+            return h, x
     p, q = linear(add.inputs[0]), linear(add.inputs[1])
     if p is not None and q is not None:
-        if time_index(p.input) is not None and time_index(q.input) is None:
+        if reads_step(p.input) and not reads_step(q.input):
             p, q = q, p
         return p, q
     for c, x in ((add.inputs[0], q), (add.inputs[1], p)):
@@ -274,7 +336,7 @@ def rnn_step(act: ir.Node) -> Optional[Step]:
         if x is None and projected is None:
             continue
         h = linear(hv)
-        if x is not None and h is not None and time_index(h.input) is not None and time_index(x.input) is None:
+        if x is not None and h is not None and reads_step(h.input) and not reads_step(x.input):
             continue  # the other order says which is which
         if h is not None and h.W.shape[0] == h.W.shape[1] and _inside([hv], [add]):
             inner = [*(x.nodes if x is not None else ()), *h.nodes, add, act]
@@ -306,6 +368,17 @@ class Miss:
     op: str
     anchor: ir.Node
     why: str
+
+
+def _square(lin: Linear, gates: int) -> bool:
+    return lin.W.shape[0] == gates * lin.W.shape[1]
+
+
+def _same_state(a: Optional[ir.Value], b: Optional[ir.Value]) -> bool:
+    """Two constant-index Gathers of one tensor along one axis."""
+    p, q = producer(a, "Gather"), producer(b, "Gather")
+    return p is not None and q is not None and p.inputs[0] is q.inputs[0] and attr(p, "axis", 0) == attr(
+        q, "axis", 0) and constant_array(p.inputs[1]) is not None and constant_array(q.inputs[1]) is not None
 
 
 def lstm_step(split: ir.Node) -> "Step | Miss | None":
@@ -340,6 +413,9 @@ def lstm_step(split: ir.Node) -> "Step | Miss | None":
         return Miss("LSTM", split, update)
     c_in = other(mul_fc, acts[f].outputs[0])
     c_out = c_add.outputs[0]
+    if isinstance(h, Linear) and ((not _square(h, 4) and _square(x, 4)) or (
+            _same_state(x.input, c_in) and not _same_state(h.input, c_in))):
+        h, x = x, h  # R is [4H, H]; a state held as one tensor (silero's LSTMCell) gives h where it gives c
     tanh_c = next((n for n in users(c_out) if n.op_type == "Tanh"), None)
     mul_oc = only_user(tanh_c.outputs[0], "Mul") if tanh_c is not None else None
     o = next((k for k in range(4) if k not in (i, f, g)), None)
@@ -351,7 +427,8 @@ def lstm_step(split: ir.Node) -> "Step | Miss | None":
                 tanh_c.outputs[0], *(n.outputs[0] for n in [*x.nodes, *h_nodes])]
     if not _inside(internal, nodes):
         return Miss("LSTM", split, "a value inside the step is read outside it")
-    order = [i, o, f, g]  # ONNX's i, o, f, c
+    at = {"i": i, "o": o, "f": f, "c": g}  # where each gate lies in the Split
+    order = [at[k] for k in GATES["LSTM"]]
     return Step("LSTM", mul_oc, nodes, h_out=mul_oc.outputs[0], x=x.input, W=_blocks(x.W, 4, order),
                 Wb=_blocks(x.b, 4, order), c_in=c_in, c_out=c_out, time=time_index(x.input),
                 feeds=[*x.feeds, *(h.feeds if isinstance(h, Linear) else ())], **_hidden(h, 4, order))
@@ -418,8 +495,8 @@ def gru_step(sub: ir.Node) -> Optional[Step]:
                 *(nd.outputs[0] for nd in [*x.nodes, *h_nodes])] + ([sh.inputs[0]] if h_nodes else [])
     if not _inside(internal, nodes) or not _inside([n], nodes):
         return None
-    order_h = [gate_of[k]["h"] for k in ("z", "r", "h")]  # ONNX's z, r, h
-    order_x = [gate_of[k]["x"] for k in ("z", "r", "h")]
+    order_h = [gate_of[k]["h"] for k in GATES["GRU"]]
+    order_x = [gate_of[k]["x"] for k in GATES["GRU"]]
     hidden = _hidden(h, 3, order_h)
     if hidden["h_in"] is None:
         hidden["h_in"] = h_prev  # a constant: the state the folded term was computed from
@@ -471,6 +548,7 @@ class Fusion:
     what: list
     steps: int
     where: str = ""
+    context: list = dataclasses.field(default_factory=list)  # nodes the check runs before both (a Loop's trip count)
 
 
 def in_order(graph: ir.Graph, nodes: list) -> list:

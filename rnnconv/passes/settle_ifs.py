@@ -38,7 +38,8 @@ BRANCHES = ("then_branch", "else_branch")
 _NUMPY = {"Equal": np.equal, "Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal,
           "LessOrEqual": np.less_equal, "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor,
           "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Not": np.logical_not, "Neg": np.negative,
-          "Abs": np.abs, "Identity": lambda a: a}
+          "Abs": np.abs, "Identity": lambda a: a, "Max": np.maximum, "Min": np.minimum, "Floor": np.floor,
+          "Ceil": np.ceil, "Div": lambda a, b: (np.trunc(a / b).astype(a.dtype) if a.dtype.kind in "iu" else a / b)}
 SHAPE_OPS = ("Shape", "Size")
 
 
@@ -85,18 +86,19 @@ class SettleIfs(Pass):
         super().__init__()
         self.by_failure: list[str] = []
         self.polymorphic: list[Polymorphic] = []
+        self.settled: list[tuple[str, str]] = []  # (If node, which branch and why), in the order settled
 
     def call(self, model: ir.Model) -> PassResult:
-        changes: list[str] = []
         if not ifs(model):
             return PassResult(model, False)
         while True:
-            changes += settle_by_shapes(model)  # Case 1
+            self.settled += settle_by_shapes(model)  # Case 1
             step = _settle_by_failure(model)  # Case 2
             if step is None:
                 break
             self.by_failure.append(step[0])
-            changes.append(step[1])
+            self.settled.append(step)
+        changes = [f"If node {name!r}: {what}" for name, what in self.settled]
         self.polymorphic = _roots(model)
         if changes:
             RemoveUnusedNodesPass()(model)
@@ -129,12 +131,12 @@ def settle(model: ir.Model) -> Settled:
     return Settled(copy if result.modified else model, result.changes, settler.by_failure, settler.polymorphic)
 
 
-def settle_by_shapes(model: ir.Model) -> list[str]:
-    """Case 1, until no If is left that the shapes settle."""
+def settle_by_shapes(model: ir.Model) -> list[tuple[str, str]]:
+    """Case 1, until no If is left that the shapes settle: (If node, which branch and why) for each."""
     done = []
     while True:
         shapes, _ = schemas.infer_shapes(model)
-        fold = _Fold(shapes)
+        fold = ShapeFold(shapes)
         decided = [(node, fold.condition(node)) for node in ifs(model)]
         decided = [(node, taken) for node, taken in decided if taken is not None]
         if not decided:
@@ -144,13 +146,13 @@ def settle_by_shapes(model: ir.Model) -> list[str]:
             if id(node) not in live:  # in a branch an earlier If of this round dropped
                 continue
             inline(node, BRANCHES[0] if taken else BRANCHES[1])
-            done.append(f"If node {node_label(node)!r}: {BRANCHES[0] if taken else BRANCHES[1]} taken (its "
-                        f"condition is {taken} for every input the declared shapes allow)")
+            done.append((node_label(node), f"{BRANCHES[0] if taken else BRANCHES[1]} taken (its condition is "
+                                            f"{taken} for every input the declared shapes allow)"))
             live = {id(n) for n in ifs(model)}
 
 
 def _settle_by_failure(model: ir.Model) -> Optional[tuple[str, str]]:
-    """Case 2 for the first If it settles: its name and the line saying which branch and why, or None."""
+    """Case 2 for the first If it settles: its name and which branch and why, or None."""
     shapes, error = schemas.infer_shapes(model, strict=True)
     if error is not None:
         return None
@@ -163,7 +165,7 @@ def _settle_by_failure(model: ir.Model) -> Optional[tuple[str, str]]:
             kept = BRANCHES[1 - BRANCHES.index(failed[0])]
             inline(node, kept)
             why = f"{failed[0]} can never reach the outputs: {failures[failed[0]]}"
-            return node_label(node), f"If node {node_label(node)!r}: {kept} kept ({why})"
+            return node_label(node), f"{kept} kept ({why})"
     return None
 
 
@@ -358,7 +360,7 @@ def inline(node: ir.Node, branch: str) -> None:
     graph.remove(node, safe=True)
 
 
-class _Fold:
+class ShapeFold:
     """Values known whatever the input: constants, and what shape ops make of the inferred shapes (a Shape's
     vector may hold unknown dims, as None in an object array, which only Gather / Slice / Concat / Squeeze /
     Unsqueeze / Identity carry along)."""
@@ -391,8 +393,8 @@ class _Fold:
         return self.memo[id(value)]
 
     def shape(self, value: ir.Value) -> Optional[tuple]:
-        if value.producer() is None and value.shape is not None:  # a graph input: its declared dims
-            return tuple(d if isinstance(d, int) else None for d in value.shape)
+        if value.producer() is None and value.shape is not None and self.shapes.get(value.name) is None:
+            return tuple(d if isinstance(d, int) else None for d in value.shape)  # a graph input: its declared dims
         return self.shapes.get(value.name)
 
     def _value(self, value: ir.Value):
@@ -437,8 +439,16 @@ class _Fold:
             return np.concatenate(args, axis=attrs["axis"].value)
         if op == "Slice":
             return self._slice(data, args[1:])
+        if op == "Transpose":
+            return np.transpose(data, list(attrs["perm"].value) if "perm" in attrs else None)
         if any(a is not None and a.dtype == object and any(x is None for x in a.flat) for a in args):
             return None  # an unknown dim in arithmetic or a comparison
+        if op == "Reshape" and not (attrs["allowzero"].value if "allowzero" in attrs else 0):
+            shape = [data.shape[i] if d == 0 else int(d) for i, d in enumerate(self._ints(args[1]))]
+            return np.reshape(data, shape)
+        if op == "ConstantOfShape" and np.prod(self._ints(data)) <= 64:  # small fills (torch's Pad pads)
+            fill = attrs["value"].value.numpy() if "value" in attrs else np.zeros(1, np.float32)
+            return np.full(self._ints(data), fill.reshape(-1)[0], dtype=fill.dtype)
         args = [a.astype(np.int64) if a is not None and a.dtype == object else a for a in args]
         if op == "Cast":
             dtype = ir.DataType(attrs["to"].value).numpy()

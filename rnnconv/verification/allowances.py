@@ -9,7 +9,7 @@ from typing import Optional
 
 from rnnconv import runtimes
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
-from rnnconv.engine import ir_graph
+from rnnconv.engine import ONNXRUNTIME, OPENVINO, ir_graph
 from rnnconv.verification.model import Model
 
 # Peak memory of OpenVINO's CPU plugin compiling an IR, per byte of its constants (measured with OpenVINO 2026.4
@@ -99,7 +99,7 @@ def approximates(engine: str, model: Model) -> Optional[str]:
     """Why a run of OpenVINO reading an ONNX model is held to the 'dequantized' tolerance from the start: its import
     computes com.microsoft DynamicQuantizeLSTM otherwise than onnxruntime's kernel, which defines the op, an
     approximation by nature (`rnnconv check --target openvino` measures it), not a runtime bug. None otherwise."""
-    if engine != "openvino" or model.format != "onnx" or not onnx_quantized.holds(model.onnx):
+    if engine != OPENVINO or model.format != "onnx" or not onnx_quantized.holds(model.onnx):
         return None
     return ("OpenVINO's ONNX import computes com.microsoft DynamicQuantizeLSTM otherwise than onnxruntime's kernel, "
             "which defines it: held to the 'dequantized' tolerance")
@@ -107,7 +107,7 @@ def approximates(engine: str, model: Model) -> Optional[str]:
 
 def known_refusal(model: Model, engine: str) -> Optional[str]:
     """The refusal `rnnconv.runtimes` knows for this model and runtime (layout=1 in onnxruntime...), or None."""
-    if model.format != "onnx" or engine != "onnxruntime":
+    if model.format != "onnx" or engine != ONNXRUNTIME:
         return None
     found = [f for rn in onnx_recurrent.find(model.onnx) for f in runtimes.node_findings(rn, engine)
              if f.effect == runtimes.REFUSES]

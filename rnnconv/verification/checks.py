@@ -17,9 +17,10 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects import onnx_recurrent
+from rnnconv.engine import ONNXRUNTIME, RNNCONV
 from rnnconv.engine.onnx_graph import REFERENCE, Placements
 from rnnconv.errors import BadInput
-from rnnconv.verification import engines
+from rnnconv.verification import engines, exercise
 from rnnconv.verification.inputs import DEFAULT_DIM, SMALL_DIM, check_inputs, draw_inputs, read_inputs
 from rnnconv.verification.model import Model
 from rnnconv.verification.options import CheckOptions  # noqa: F401 (where callers long found it)
@@ -153,11 +154,11 @@ def placements_note(placements: Mapping[str, Placements]) -> Optional[str]:
             for place, n in counts.items():
                 by_place.setdefault(place, []).append((op, n))
         parts = []
-        if "onnxruntime" in by_place:
-            n = sum(n for _, n in by_place["onnxruntime"])
+        if ONNXRUNTIME in by_place:
+            n = sum(n for _, n in by_place[ONNXRUNTIME])
             parts.append(f"onnxruntime {n} node{'s' if n > 1 else ''}")
-        if "rnnconv" in by_place:
-            parts.append("rnnconv " + ", ".join(f"{op} {n}" for op, n in by_place["rnnconv"]))
+        if RNNCONV in by_place:
+            parts.append("rnnconv " + ", ".join(f"{op} {n}" for op, n in by_place[RNNCONV]))
         if REFERENCE in by_place:
             parts.append(f"{REFERENCE} (no onnxruntime kernel) " + ", ".join(f"{op} {n}"
                                                                                for op, n in by_place[REFERENCE]))
@@ -174,37 +175,42 @@ def placements_note(placements: Mapping[str, Placements]) -> Optional[str]:
 
 def only_onnxruntime(run: Run) -> bool:
     """Whether rnnconv's engine ran this whole model in onnxruntime: compared with onnxruntime, it checks nothing."""
-    return (run.engine == "rnnconv" and run.ok and bool(run.placements)
-            and all(set(counts) == {"onnxruntime"} for counts in run.placements.values()))
+    return (run.engine == RNNCONV and run.ok and bool(run.placements)
+            and all(set(counts) == {ONNXRUNTIME} for counts in run.placements.values()))
 
 
 def runnable_sets(model: Model, specs: Mapping[str, InputSpec], options: CheckOptions, engines: Sequence[str], *,
-                  small: bool = False, precision: str = "float64", isolate: bool = False
-                  ) -> tuple[list, Run, Optional[str]]:
+                  small: bool = False, precision: str = "float64", isolate: bool = False,
+                  partner: Optional[Model] = None) -> tuple[list, Run, Optional[str]]:
     """Input sets `model` runs on, the run in the first of `engines` that ran it, and a note when that took other
-    sizes than the defaults (`_size_attempts`). BadInput, with the first failure and what would fix it, when no
-    attempt runs."""
+    sizes than the defaults (`_size_attempts`; in each, first the sizes that give every recurrent node its steps,
+    `exercise.candidates`, read through `partner` when `model` is IR). BadInput, with the first failure and what
+    would fix it, when no attempt runs."""
     failure, tried = None, []
     for attempt in _size_attempts(model, options):
         how = attempt.how
-        sets = input_sets(specs, options, small=small, uniform=attempt.uniform, sizes=attempt.sizes,
-                          compared=attempt.compared)
-        shapes = ", ".join(f"{i['name']}[{','.join(map(str, i['shape']))}]" for i in sets[0][1])
-        if shapes in tried:
-            continue
-        tried.append(shapes)
-        empty = (empty_window(model.onnx, {i["name"]: i["shape"] for i in sets[0][1]})
-                 if model.format == "onnx" and options.inputs is None else None)
-        if empty:  # too small for a Conv or pooling window: onnxruntime runs it, on empty tensors
-            failure = failure or (describe_inputs(sets[0][1]), f"{empty} at these sizes")
-            continue
-        for engine in engines:
-            ref = run_sets(model, engine, sets, precision=precision, isolate=isolate)
-            if ref.ok:
-                note = None if not how else (f"inputs drawn with {how} ({describe_inputs(sets[0][1])}): the model "
-                                             f"did not run at the default sizes ({failure[1]})")
-                return sets, ref, note
-        failure = failure or (describe_inputs(sets[0][1]), ref.error)
+
+        def draw(o: CheckOptions, attempt: SizeAttempt = attempt) -> list:
+            return input_sets(specs, o, small=small, uniform=attempt.uniform, sizes=attempt.sizes,
+                              compared=attempt.compared)
+
+        for sets in exercise.candidates(model, partner, specs, options, draw):
+            shapes = ", ".join(f"{i['name']}[{','.join(map(str, i['shape']))}]" for i in sets[0][1])
+            if shapes in tried:
+                continue
+            tried.append(shapes)
+            empty = (empty_window(model.onnx, {i["name"]: i["shape"] for i in sets[0][1]})
+                     if model.format == "onnx" and options.inputs is None else None)
+            if empty:  # too small for a Conv or pooling window: onnxruntime runs it, on empty tensors
+                failure = failure or (describe_inputs(sets[0][1]), f"{empty} at these sizes")
+                continue
+            for engine in engines:
+                ref = run_sets(model, engine, sets, precision=precision, isolate=isolate)
+                if ref.ok:
+                    note = None if not how else (f"inputs drawn with {how} ({describe_inputs(sets[0][1])}): the "
+                                                 f"model did not run at the default sizes ({failure[1]})")
+                    return sets, ref, note
+            failure = failure or (describe_inputs(sets[0][1]), ref.error)
     also = f"; also tried {' | '.join(tried[1:])}" if len(tried) > 1 else ""
     raise BadInput(f"the model does not run on the inputs drawn for it ({failure[0]}{also}): {failure[1]}",
                    fixes=("dims", "ranges", "inputs", "verify=node"))
@@ -223,7 +229,8 @@ class SizeAttempt:
 def _size_attempts(model: Model, options: CheckOptions):
     """The SizeAttempts to try in turn until the source runs: the defaults; every dynamic dim one size; the sizes
     the model states in constant Reshape targets (told_sizes); larger sizes for dims no recurrent node explains (a
-    convolutional front end that needs a minimum width). Inputs the user gave are never redrawn."""
+    convolutional front end that needs a minimum width); size 1 (a model that runs only there). Inputs the user
+    gave are never redrawn."""
     yield SizeAttempt()
     if options.inputs is not None:
         return
@@ -235,6 +242,7 @@ def _size_attempts(model: Model, options: CheckOptions):
         yield SizeAttempt(f"dynamic dims at {size}, a size a Reshape in the model states",
                           sizes={"sequence": size, "other": size})
     yield SizeAttempt("dims of no known role at 64", sizes={"other": 64})
+    yield SizeAttempt("dynamic dims of no known role and time at 1", sizes={"sequence": 1, "other": 1})
 
 
 def same_sets(a: list, b: list) -> bool:

@@ -20,6 +20,7 @@ import onnx_ir as ir
 from rnnconv import io
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import writer as ov_writer
+from rnnconv.engine import ENGINES, ONNXRUNTIME, OPENVINO, RNNCONV
 from rnnconv.engine import onnxruntime_runtime as ort
 from rnnconv.engine import openvino_runtime
 from rnnconv.engine.ir_graph import run_ir
@@ -27,7 +28,6 @@ from rnnconv.engine.onnx_graph import run_onnx
 from rnnconv.errors import NodeFailed, RnnconvError, UsageError
 from rnnconv.verification.model import Model
 
-ENGINES = ("rnnconv", "onnxruntime", "openvino")
 # External weights above this many bytes are run by onnxruntime in a child process that maps them itself.
 ISOLATE_WEIGHT_BYTES = 64 << 20
 
@@ -52,15 +52,15 @@ class Unavailable(CannotRun):
 def label(engine: str, model: Model, precision: str = "float64") -> str:
     """How a report names a run: `engine` / `IR interpreter` (rnnconv's, with `, float32` when not float64),
     `onnxruntime`, `OpenVINO runtime (CPU, f32)`."""
-    if engine == "rnnconv":
+    if engine == RNNCONV:
         name = "engine" if model.format == "onnx" else "IR interpreter"
         return name if precision == "float64" else f"{name}, {precision}"
-    return {"onnxruntime": "onnxruntime", "openvino": "OpenVINO runtime (CPU, f32)"}.get(engine, engine)
+    return {OPENVINO: "OpenVINO runtime (CPU, f32)"}.get(engine, engine)
 
 
 def can_read(engine: str, model: Model) -> Optional[str]:
     """Why `engine` cannot even read the model's format (None when it can)."""
-    if engine == "onnxruntime" and model.format != "onnx":
+    if engine == ONNXRUNTIME and model.format != "onnx":
         return "onnxruntime reads ONNX only"
     return None
 
@@ -78,9 +78,9 @@ def run_once(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, prec
     if why:
         raise CannotRun(why)
     try:
-        if engine == "rnnconv":
+        if engine == RNNCONV:
             return _run_rnnconv(model, feeds, precision, placements, partitioned)
-        if engine == "onnxruntime":
+        if engine == ONNXRUNTIME:
             return _run_onnxruntime(model, feeds, isolate)
         return _run_openvino(model, feeds, isolate)
     except NodeFailed as err:
@@ -90,9 +90,9 @@ def run_once(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, prec
     except openvino_runtime.CannotImport as err:
         raise Unavailable(str(err)) from err
     except ImportError as err:
-        if engine == "openvino" and err.name == "openvino":  # the optional package, absent
+        if engine == OPENVINO and err.name == "openvino":  # the optional package, absent
             raise CannotRun(openvino_runtime.NOT_INSTALLED) from err
-        if engine == "openvino":
+        if engine == OPENVINO:
             raise Unavailable(openvino_runtime.cannot_import(err)) from err
         raise CannotRun(f"{engine} cannot be imported ({one_line(err)})") from err
     except Exception as err:  # the engine's own error, kept to one line

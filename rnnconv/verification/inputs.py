@@ -14,8 +14,8 @@ from rnnconv.verification.specs import InputSpec, _onnx_specs
 
 # Sizes of dynamic dims by role: batch and sequence differ, so an axis mix-up shows. SMALL_DIM: for big layers,
 # whose run time is their weights read once per step.
-DEFAULT_DIM = {"batch": 3, "sequence": 5, "other": 2}
-SMALL_DIM = {"batch": 2, "sequence": 3, "other": 2}
+DEFAULT_DIM = {"batch": 3, "sequence": 8, "other": 2}
+SMALL_DIM = {"batch": 2, "sequence": 8, "other": 2}
 INPUT_LIMIT = 1 << 31  # bytes of random inputs per run; a larger request is refused before allocating
 ROLE_ALIASES = {"batch": "batch", "n": "batch", "seq": "sequence", "sequence": "sequence", "t": "sequence"}
 

@@ -23,7 +23,7 @@ import dataclasses
 import enum
 from typing import Optional, Union
 
-from rnnconv.engine import openvino_runtime
+from rnnconv.engine import ONNXRUNTIME, OPENVINO, RNNCONV, openvino_runtime
 from rnnconv.verification import allowances, engines
 from rnnconv.verification.checks import precision_for
 from rnnconv.verification.model import Model
@@ -97,8 +97,8 @@ class Versus:
 
     reference: Model
     candidate: Model
-    reference_engines: tuple[str, ...] = ("rnnconv",)
-    candidate_engines: tuple[str, ...] = ("rnnconv",)
+    reference_engines: tuple[str, ...] = (RNNCONV,)
+    candidate_engines: tuple[str, ...] = (RNNCONV,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +197,7 @@ class Choice:
 
 
 def runtime_of(model: Model) -> str:
-    return "onnxruntime" if model.format == "onnx" else "openvino"
+    return ONNXRUNTIME if model.format == "onnx" else OPENVINO
 
 
 def choose(whole: WholeModel, machine: Machine) -> Choice:
@@ -227,7 +227,7 @@ def choose(whole: WholeModel, machine: Machine) -> Choice:
     cross = before.format != after.format
     openvino = machine.openvino if runtimes.openvino is None else runtimes.openvino
     held_again = allowances.runtime_rounding(before, after)
-    baseline = ("onnxruntime", "rnnconv") if cross and before.format == "onnx" else ("rnnconv",)
+    baseline = (ONNXRUNTIME, RNNCONV) if cross and before.format == "onnx" else (RNNCONV,)
     chosen: list[Chosen] = []
 
     gap = allowances.interpreter_gap(after) or (allowances.requantized(before) if after.format == "ir" else None)
@@ -237,7 +237,7 @@ def choose(whole: WholeModel, machine: Machine) -> Choice:
         early = (precision == "float32" and runtimes.early and openvino and after.format == "ir"
                  and unfit(after, machine, early=True) is None)
         chosen.append(Comparison(
-            "model", None, Side(after, "rnnconv", precision, failure=Failure.SKIPS),
+            "model", None, Side(after, RNNCONV, precision, failure=Failure.SKIPS),
             held_again=held_again,
             left_out_early=("IR interpreter: the whole model left out (big layers: each ran alone in it; the "
                             "OpenVINO runtime runs the whole model)") if early else None,
@@ -248,10 +248,10 @@ def choose(whole: WholeModel, machine: Machine) -> Choice:
     sides = []
     for model in (before, after):
         engine, why = runtime_of(model), None
-        if engine == "openvino" and not openvino:  # Cases 5, 7
+        if engine == OPENVINO and not openvino:  # Cases 5, 7
             why = f"{engines.label(engine, model)}: {openvino_runtime.NOT_INSTALLED}" if runtimes.openvino is None \
                 else ""
-        elif engine == "openvino":  # Cases 6, 7
+        elif engine == OPENVINO:  # Cases 6, 7
             why = unfit(model, machine)
         sides.append((engine, why))
     (engine_b, why_b), (engine_a, why_a) = sides
@@ -272,7 +272,7 @@ def _converted(after: Model, engine: str, isolate: bool, as_written: bool) -> Si
     API takes its inputs and outputs (engines.runs_as_written): one session for the comparison and the load."""
     known = allowances.known_refusal(after, engine)
     return Side(after, engine, isolate=isolate, failure=Failure.STANDS_IN if known else Failure.FAILS, known=known,
-                as_written=as_written and not known and engine == "onnxruntime" and engines.runs_as_written(after))
+                as_written=as_written and not known and engine == ONNXRUNTIME and engines.runs_as_written(after))
 
 
 def unfit(model: Model, machine: Machine, *, early: bool = False) -> Optional[str]:

@@ -23,6 +23,8 @@ class Report:
     notes: list[str] = dataclasses.field(default_factory=list)  # how the checks were made (inputs, engines)
     # where rnnconv's engine ran each node of the whole-model runs: {"source" | "converted": {op: {place: count}}}
     placements: dict = dataclasses.field(default_factory=dict)
+    # the steps and batch each recurrent node ran at in the whole-model checks (exercise.Exercised)
+    exercised: list = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -31,7 +33,8 @@ class Report:
     def as_dict(self) -> dict:
         return {"command": self.command, "ok": self.ok, "verified": self.verified, "output": self.output,
                 "rewrites": self.rewrites, "checks": [c.as_dict() for c in self.checks], "skipped": self.skipped,
-                "notes": self.notes, "placements": self.placements}
+                "notes": self.notes, "placements": self.placements,
+                "exercised": [e.as_dict() for e in self.exercised]}
 
     def to_json(self) -> str:
         return json.dumps(finite_json(self.as_dict()), indent=2, default=_json_default)
@@ -49,6 +52,7 @@ class Report:
                     why = o.problem or (f"{o.n_bad} of {int(np.prod(o.shape)) if o.shape else 1} elements out of "
                                         f"tolerance, worst at {list(o.worst_index or ())}")
                     out.append(f"       output {o.name}: {why}")
+        out.extend(f"  exercised: {e.text()}" for e in self.exercised)
         out.extend(f"  note: {note}" for note in self.notes)
         out.extend(f"  skipped: {why}" for why in self.skipped)
         if not self.checks:
@@ -125,6 +129,7 @@ class VerifyReport(Report):
             runs = f"run {self.inputs.index(described)}" if len(distinct) > 1 else f"{len(self.inputs)} run(s)"
             head = f"inputs ({runs}" + (f", seed {self.seed}" if self.seed is not None else "") + "): "
             out.append(head + "; ".join(parts))
+        out.extend(f"exercised: {e.text()}" for e in self.exercised)
         for s in self.skipped:
             out.append(f"skipped {s['side']}[{s['engine']}]: {s['reason']}")
         for note in self.notes:

@@ -24,9 +24,9 @@ import numpy as np
 
 from rnnconv import io
 from rnnconv.dialects import onnx_recurrent
-from rnnconv.engine import openvino_runtime
+from rnnconv.engine import ONNXRUNTIME, OPENVINO, RNNCONV, openvino_runtime
 from rnnconv.errors import BadInput, RnnconvError, Unsupported, UsageError, human_size
-from rnnconv.verification import engines
+from rnnconv.verification import engines, exercise
 from rnnconv.verification.checks import (
     Run,
     compare_runs,
@@ -129,13 +129,15 @@ class EarlyRuntime:
         """Hand over the run the runtime comparison will make of the converted IR, on the inputs it will draw;
         None when it makes none, the IR does not fit beside the other checks, or there are several input sets."""
         after = whole.after
-        runs_it = any(isinstance(c, Comparison) and c.candidate.engine == "openvino" and c.candidate.model is after
+        runs_it = any(isinstance(c, Comparison) and c.candidate.engine == OPENVINO and c.candidate.model is after
                       for c in choice.comparisons)
         if not runs_it or after.path is None or unfit(after, machine, early=True):
             return None
         precision = whole.precision or precision_of(whole.before)
-        try:
-            sets = input_sets(merge_specs(whole.before, after), options, small=precision == "float32")
+        specs = merge_specs(whole.before, after)
+        try:  # the first sets the whole-model comparison draws (checks.runnable_sets)
+            sets = next(exercise.candidates(whole.before, after, specs, options,
+                                            lambda o: input_sets(specs, o, small=precision == "float32")))
         except RnnconvError:  # the whole-model comparison says it, in its turn
             return None
         if len(sets) != 1:
@@ -155,11 +157,11 @@ def check_nodes(pairs: Sequence[NodePair], options: CheckOptions,
         node_options = dataclasses.replace(options, seed=options.seed + i, inputs=None, runs=1)
         sets = input_sets(specs, node_options, small=pair.precision == "float32")
         _check_node_memory(pair, sets)
-        ref = run_sets(pair.before, "rnnconv", sets, precision=pair.precision, partitioned=False)
+        ref = run_sets(pair.before, RNNCONV, sets, precision=pair.precision, partitioned=False)
         if not ref.ok:
             raise BadInput(f"{pair.subject}: it does not run alone on the inputs drawn for it "
                            f"({describe_inputs(sets[0][1])}): {ref.error}", fixes=("dims", "ranges"))
-        cand = run_sets(pair.after, "rnnconv", sets, precision=pair.precision, partitioned=False)
+        cand = run_sets(pair.after, RNNCONV, sets, precision=pair.precision, partitioned=False)
         found += compare_runs(pair.subject, ref, cand, options.tolerances, pair.before.output_names(),
                               pair.before.output_dtypes())
     return found
@@ -204,7 +206,7 @@ class _Runs:
 
     @staticmethod
     def key(model: Model, engine: str, precision: str) -> tuple:
-        return id(model), engine, precision if engine == "rnnconv" else ""
+        return id(model), engine, precision if engine == RNNCONV else ""
 
     def get(self, side: Side) -> tuple[Optional[Run], Optional[str]]:
         """The side's run, or (None, why) when its engine cannot run here (Side.unavailable, or installed and not
@@ -213,7 +215,7 @@ class _Runs:
             return None, side.unavailable
         key = self.key(side.model, side.engine, side.precision)
         if key not in self.made:
-            if self.started is not None and side.engine == "openvino" and side.model is self.whole.after:
+            if self.started is not None and side.engine == OPENVINO and side.model is self.whole.after:
                 run = Run(side.model, side.engine)
                 try:
                     run.outputs.append(self.started.pending.result())
@@ -250,12 +252,12 @@ class _Runs:
         return run_sets(side.model, side.engine, self.sets, precision=side.precision, isolate=side.isolate)
 
     def stand_in(self, model: Model) -> Run:
-        return self.get(Side(model, "rnnconv", self.precision))[0]
+        return self.get(Side(model, RNNCONV, self.precision))[0]
 
     def placements(self) -> dict:
         placed: dict = {}
         for run in self.made.values():
-            if run.engine == "rnnconv" and run.ok and run.placements:
+            if run.engine == RNNCONV and run.ok and run.placements:
                 side = "source" if run.model is self.whole.before else "converted"
                 merge_placements(placed.setdefault(side, {}), run.placements)
         return placed
@@ -269,7 +271,8 @@ def _whole(whole: WholeModel, choice, options: CheckOptions, report: Report, sta
     specs = merge_specs(before, after)
     check_dim_names(options.dims, specs)
     sets, baseline, note = runnable_sets(before, specs, options, choice.baseline, small=precision == "float32",
-                                         precision=precision, isolate=whole.runtimes.isolate)
+                                         precision=precision, isolate=whole.runtimes.isolate, partner=after)
+    report.exercised.extend(exercise.exercised(before, after, specs, options, sets))
     report.notes.extend([note] if note else [])
     runs = _Runs(whole, sets, precision, started, stage)
     runs.add(baseline)
@@ -383,7 +386,7 @@ def _as_written(whole: WholeModel, runs: _Runs, stage: Callable[[], Optional[Pat
     (_Runs._as_written), or, where they could not run it from the file, a load and a run of its own once every
     comparison passed (`ok`). A refusal is a failed check naming it, unless onnxruntime refuses the source
     loaded alike."""
-    ran = runs.made.get(runs.key(whole.after, "onnxruntime", "float64"))
+    ran = runs.made.get(runs.key(whole.after, ONNXRUNTIME, "float64"))
     if ran is None or not ran.ok or runs.written == "":
         return []  # not run in onnxruntime (the comparisons say why), or run from the file already
     feeds = runs.sets[0][0]
@@ -432,13 +435,13 @@ def _longer(longer: Longer, options: CheckOptions) -> list[Check]:
         more = list(x.shape)
         more[axis] = longer.steps
         extended[name] = np.concatenate([x, rng.standard_normal(more).astype(x.dtype)], axis=axis)
-    ref = run_sets(longer.before, "onnxruntime", [(feeds, [])])
-    cand = run_sets(longer.after, "onnxruntime", [(extended, [])])
+    ref = run_sets(longer.before, ONNXRUNTIME, [(feeds, [])])
+    cand = run_sets(longer.after, ONNXRUNTIME, [(extended, [])])
     if ref.ok and cand.ok:
         cut = {k: np.take(cand.outputs[0][k], range(longer.length), axis=a) for k, a in longer.outputs}
         cand = dataclasses.replace(cand, outputs=[cut])
     names = [k for k, _ in longer.outputs]
-    found = compare_runs(longer.subject, ref, cand, options.tolerances, names, {}, engines_text="onnxruntime")
+    found = compare_runs(longer.subject, ref, cand, options.tolerances, names, {}, engines_text=ONNXRUNTIME)
     if ref.ok:
         for check in found:
             if not check.ok and cand.ok:
@@ -466,7 +469,7 @@ def _versus(versus: Versus, options: CheckOptions, report: VerifyReport) -> Veri
     if options.runs is not None and len(given_sets) > 1 and options.runs != len(given_sets):
         raise UsageError(f"runs={options.runs}, but the inputs file holds {len(given_sets)} input sets")
     try:  # the sizes the reference runs at (a model may need its own), drawn as every check draws them
-        sets, _, size_note = runnable_sets(ref, specs, options, versus.reference_engines)
+        sets, _, size_note = runnable_sets(ref, specs, options, versus.reference_engines, partner=cand)
         sizes_failed = None
     except BadInput as err:  # no engine of the reference runs it at any size: the runs below say which and why
         sets, size_note, sizes_failed = input_sets(specs, options), None, err
@@ -475,6 +478,7 @@ def _versus(versus: Versus, options: CheckOptions, report: VerifyReport) -> Veri
     if missing:
         report.notes.append(f"the candidate has no output named {', '.join(missing)}")
     report.notes.extend([size_note] if size_note else [])
+    report.exercised = exercise.exercised(ref, cand, specs, options, sets)
     runs = choose_versus(versus)
     active = list(runs)
     models = {"reference": ref, "candidate": cand}
@@ -492,7 +496,7 @@ def _versus(versus: Versus, options: CheckOptions, report: VerifyReport) -> Veri
                 results[against] = engines.run_once(engine, models[side], feeds, placements=placed)
                 if placed:  # rnnconv's engine: where each node ran
                     merge_placements(report.placements.setdefault(side, {}), placed)
-                    only_ort[side] = all(set(c) == {"onnxruntime"} for c in placed.values())
+                    only_ort[side] = all(set(c) == {ONNXRUNTIME} for c in placed.values())
             except engines.CannotRun as err:
                 if against.failure is Failure.REFUSES:  # Case 2
                     raise Unsupported(f"{side} {models[side].label}: {engine} cannot run it: {err} (see "
@@ -517,8 +521,8 @@ def _versus(versus: Versus, options: CheckOptions, report: VerifyReport) -> Veri
             report.outputs.update({f"{prefix}{side}.{engine}/{n}": v for n, v in outs.items() if n in names})
             if against is baseline:
                 continue
-            if engine == "onnxruntime" and only_ort.get(side) and any(
-                    a.side == side and a.engine == "rnnconv" for a in results):
+            if engine == ONNXRUNTIME and only_ort.get(side) and any(
+                    a.side == side and a.engine == RNNCONV for a in results):
                 same = (f"{side}[onnxruntime]: not compared, the same runtime as {side}[rnnconv] (rnnconv's engine "
                         f"ran the whole {side} model in onnxruntime)")
                 report.notes.extend([] if same in report.notes else [same])

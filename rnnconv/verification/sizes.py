@@ -15,6 +15,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv.dialects.onnx_recurrent import constant_array
+from rnnconv.dialects.openvino.gates import SEQUENCES
 from rnnconv.io import reading
 
 # How a size an Equal tests reads in its `why`: a branch's size (x.squeeze(-1) when the dim is 1), which the model
@@ -68,6 +69,7 @@ def onnx_sizes(model: ir.Model, axes: list[tuple[str, int, Optional[str]]]) -> d
         sizes = _Sizes()
         for node in model.graph:
             _onnx_rule(node, lambda v: _shape(v, shapes, ours), sizes)
+        _split_states(model, lambda v: _shape(v, shapes, ours), sizes)
         new = {k: sizes.of(s) for k, s in open_symbols.items() if sizes.of(s) is not None}
         if not new:
             break
@@ -151,12 +153,86 @@ def _onnx_rule(node: ir.Node, shape: Callable, sizes: _Sizes) -> None:
                         sizes.hold(a[-k], b[-k], f"a broadcast against a constant in {label}")
 
 
+def _split_states(model: ir.Model, shape: Callable, sizes: _Sizes) -> None:
+    """A state input split per layer (`[layers * directions, batch, hidden]` through Slice, Split or Gather into
+    each recurrent node's initial_h / initial_c, as torch exports a stacked nn.LSTM called with (h0, c0)): its first
+    axis is the sum of the pieces, the largest end any piece reads."""
+    need: dict[str, tuple[int, str]] = {}
+    for node in model.graph:
+        if node.op_type not in _RECURRENT or len(node.inputs) < 6 or node.inputs[1] is None:
+            continue
+        w = shape(node.inputs[1])
+        directions = w[0] if w and isinstance(w[0], int) else None
+        d_axis = 1 if _attr(node, "layout", 0) else 0
+        for state in node.inputs[5:7]:
+            found = _pieces(state, d_axis, directions)
+            if found is None:
+                continue
+            source, total, label = found
+            dims = shape(source)
+            sym = dims[d_axis] if dims and d_axis < len(dims) else None
+            if isinstance(sym, str) and total > need.get(sym, (0, ""))[0]:
+                need[sym] = (total, f"the pieces {label} cuts for the states of {node.op_type} {node.name!r}")
+    for sym, (total, why) in need.items():
+        sizes.hold(sym, total, why)
+
+
+def _pieces(value: Optional[ir.Value], axis: int, directions: Optional[int]) -> Optional[tuple]:
+    """(the value cut, how long its `axis` must be, the cutting node's label) when `value` is one piece cut from
+    another along `axis` by a constant Slice, Split or Gather (through Identity, Cast, an Unsqueeze of a Gather)."""
+    node = value.producer() if value is not None else None
+    while node is not None and node.op_type in ("Identity", "Cast"):
+        node = node.inputs[0].producer()
+    if node is None:
+        return None
+    label = f"{node.op_type} {node.name!r}" if node.name else node.op_type
+    if node.op_type == "Unsqueeze":  # a scalar index Gathered, then its axis put back
+        axes = constant_array(node.inputs[1]) if len(node.inputs) > 1 else _attr(node, "axes", None)
+        inner = node.inputs[0].producer()
+        if axes is None or list(np.ravel(axes)) != [axis] or inner is None or inner.op_type != "Gather":
+            return None
+        node, label = inner, f"Gather {inner.name!r}" if inner.name else "Gather"
+    if node.op_type == "Gather" and _attr(node, "axis", 0) == axis:
+        index = constant_array(node.inputs[1])
+        if index is None or index.size == 0 or index.min() < 0:
+            return None
+        return node.inputs[0], int(index.max()) + 1, label
+    if node.op_type == "Split" and _attr(node, "axis", 0) == axis:
+        split = constant_array(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None else None
+        split = split if split is not None else _attr(node, "split", None)
+        if split is not None:
+            return node.inputs[0], int(np.sum(split)), label
+        return (node.inputs[0], len(node.outputs) * directions, label) if directions else None
+    if node.op_type == "Slice":
+        if len(node.inputs) >= 3:
+            starts, ends = constant_array(node.inputs[1]), constant_array(node.inputs[2])
+            axes = constant_array(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] is not None else None
+            steps = constant_array(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else None
+        else:  # Slice-1: attributes
+            starts, ends, axes, steps = _attr(node, "starts", None), _attr(node, "ends", None), \
+                _attr(node, "axes", None), None
+        if starts is None or ends is None:
+            return None
+        axes = list(np.ravel(axes)) if axes is not None else list(range(len(np.ravel(starts))))
+        if axis not in axes:
+            return None
+        k = axes.index(axis)
+        start, end = int(np.ravel(starts)[k]), int(np.ravel(ends)[k])
+        step = int(np.ravel(steps)[k]) if steps is not None else 1
+        if step == 1 and 0 <= start < end < 1 << 30:
+            return node.inputs[0], end, label
+    return None
+
+
 # IR layers that keep their data input's axes (what `back` traces through); binary ones when the other input is a
 # constant.
 IR_SAME_AXES = {"Convert", "Relu", "Sigmoid", "Tanh", "Clamp", "Elu", "Gelu", "Swish", "HSwish", "HSigmoid", "Mish",
                 "Exp", "Abs", "Negative", "Sqrt", "SoftPlus", "PRelu", "Add", "Subtract", "Multiply", "Divide",
                 "Power", "Maximum", "Minimum", "Erf", "Floor", "Ceiling", "LogSoftmax", "SoftMax", "Softmax"}
-_IR_SEQUENCE = {"LSTMSequence", "GRUSequence", "RNNSequence"}
+# IR operations whose inputs broadcast against each other (numpy rules): equal sizes where neither is 1.
+IR_BROADCAST = {"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference",
+                "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr",
+                "Select"}
 
 
 def ir_sizes(graph, back: Callable, const: Callable) -> dict[tuple[str, int], tuple]:
@@ -194,21 +270,73 @@ def ir_sizes(graph, back: Callable, const: Callable) -> dict[tuple[str, int], tu
                 size = {"Convolution": shape[1], "GroupConvolution": shape[0] * shape[2],
                         "ConvolutionBackpropData": shape[0]}[t]
                 hold(layer, 0, 1, size, "the input channels")
-        elif t in _IR_SEQUENCE:
-            w_port = 4 if t == "LSTMSequence" else 3  # W [num_directions, gates*H, input_size], then R, B
+        elif t in IR_BROADCAST and len(layer.inputs) >= 2:  # against a constant's size: no broadcast from 1
+            for data in range(len(layer.inputs)):
+                for other in range(len(layer.inputs)):
+                    weight = const(layer, other) if other != data else None
+                    dims = layer.inputs[data].dims
+                    if weight is None or not dims or const(layer, data) is not None:
+                        continue
+                    for k in range(1, min(len(dims), np.ndim(weight)) + 1):
+                        if np.shape(weight)[-k] > 1:
+                            hold(layer, data, -k, np.shape(weight)[-k], "a broadcast against a constant")
+        elif t in SEQUENCES:
+            w_port = 4 if SEQUENCES[t] == "LSTM" else 3  # W [num_directions, gates*H, input_size], then R, B
             weight, recurrence = const(layer, w_port), const(layer, w_port + 1)
             if weight is not None and np.ndim(weight) == 3:
                 hold(layer, 0, 2, np.shape(weight)[2], "input_size")
             if recurrence is not None and np.ndim(recurrence) == 3:
-                for port in (1, 2) if t == "LSTMSequence" else (1,):  # H_t, C_t: [batch, num_directions, H]
+                for port in (1, 2) if SEQUENCES[t] == "LSTM" else (1,):  # H_t, C_t: [batch, num_directions, H]
                     hold(layer, port, 1, np.shape(recurrence)[0], "num_directions")
                     hold(layer, port, 2, np.shape(recurrence)[2], "hidden_size")
+                    cut = _ir_pieces(graph, layer, port, 1, np.shape(recurrence)[0], const)
+                    if cut is not None:  # a state input split per layer: the sum of the pieces
+                        cutter, axis, total = cut
+                        src = back(cutter.id, cutter.inputs[0].id, axis)
+                        if src and src[0] is not None and total > found.get(src, (0,))[0]:
+                            found[src] = (total, f"the pieces {cutter.type} {cutter.name!r} cuts for the states "
+                                                 f"of {t} {layer.name!r}")
             # X [batch, T, I] against a state or seq_lengths whose batch is static
-            for port in (1, 2, 3) if t == "LSTMSequence" else (1, 2):
+            for port in (1, 2, 3) if SEQUENCES[t] == "LSTM" else (1, 2):
                 dims = layer.inputs[port].dims if port < len(layer.inputs) else None
                 if dims and isinstance(dims[0], int) and dims[0] > 0:
                     hold(layer, 0, 0, dims[0], "the batch size")
     return found
+
+
+def _ir_pieces(graph, layer, port_index: int, axis: int, directions: int, const: Callable) -> Optional[tuple]:
+    """(the cutting layer, the axis it cuts, how long that axis must be) when input `port_index` of `layer` is one
+    piece of a Split, VariadicSplit or constant Gather along `axis` (through Transpose and Convert), as OpenVINO's
+    PyTorch frontend splits a stacked LSTM's state input per layer."""
+    producers, by_id = graph.producers(), graph.by_id()
+    src = producers.get((layer.id, layer.inputs[port_index].id))
+    for _ in range(6):
+        if src is None:
+            return None
+        node = by_id[src[0]]
+        if node.type == "Transpose":
+            perm = const(node, 1)
+            if perm is None:
+                return None
+            axis = int(np.asarray(perm).reshape(-1)[axis])
+        elif node.type != "Convert":
+            break
+        src = producers.get((node.id, node.inputs[0].id))
+    else:
+        return None
+    if node.type in ("Split", "VariadicSplit", "Gather") and len(node.inputs) >= 2:
+        cut_axis = const(node, 2 if node.type == "Gather" else 1)
+        dims = node.inputs[0].dims
+        if cut_axis is None or not dims or int(np.asarray(cut_axis).reshape(-1)[0]) % len(dims) != axis:
+            return None
+        if node.type == "Split":
+            return node, axis, int(node.attrs.get("num_splits", "0")) * int(directions)
+        pieces = const(node, 2 if node.type == "VariadicSplit" else 1)
+        if pieces is None or np.size(pieces) == 0 or np.min(pieces) < 0:
+            return None
+        total = int(np.sum(pieces)) if node.type == "VariadicSplit" else int(np.max(pieces)) + 1
+        return node, axis, total
+    return None
 
 
 def _dim_of(value: Optional[ir.Value], shape: Callable):

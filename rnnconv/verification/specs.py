@@ -12,11 +12,12 @@ import onnx_ir as ir
 from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.dialects.onnx_recurrent import constant_array
 from rnnconv.dialects.openvino import graph as ovir
+from rnnconv.dialects.openvino.gates import SEQUENCES
 from rnnconv.errors import BadInput
 from rnnconv.verification.model import Model, numpy_dtype
-from rnnconv.verification.sizes import IR_SAME_AXES, ir_sizes, onnx_sizes
+from rnnconv.verification.sizes import IR_BROADCAST, IR_SAME_AXES, ir_sizes, onnx_sizes
 
-SEQUENCE_OPS = {"LSTMSequence": 3, "GRUSequence": 2, "RNNSequence": 2}  # IR op -> sequence_lengths port
+SEQUENCE_OPS = {op: 3 if kind == "LSTM" else 2 for op, kind in SEQUENCES.items()}  # IR op -> sequence_lengths port
 _PASS_THROUGH = {"Identity", "Cast", "Convert"}
 _SAME_AXES = {"Relu", "Tanh", "Sigmoid", "LeakyRelu", "Elu", "Selu", "Gelu", "Dropout", "Softmax", "LogSoftmax",
               "HardSigmoid", "HardSwish", "Softplus", "Abs", "Neg", "Exp", "Sqrt", "Erf", "Clip"}
@@ -237,7 +238,7 @@ def _ir_specs(graph) -> dict[str, InputSpec]:
         if not p.outputs:
             raise BadInput(f"IR Parameter {p.name!r} has no <output> port")
         port = p.outputs[0]
-        name = port.names[0] if port.names else p.name
+        name = ovir.parameter_name(p)
         dims = None if port.dims is None else [None if d < 0 else int(d) for d in port.dims]
         specs[name] = InputSpec(name, ovir.numpy_dtype(p.attrs.get("element_type", port.element_type)), dims or [])
         param_of[p.id] = name
@@ -265,6 +266,16 @@ def _ir_specs(graph) -> dict[str, InputSpec]:
             return back(layer.id, layer.inputs[0].id, int(np.asarray(perm).reshape(-1)[axis]), depth + 1)
         if layer.type in _IR_KEEP_BATCH and axis == 0 and layer.inputs:
             return back(layer.id, layer.inputs[0].id, axis, depth + 1)
+        if layer.type in ("Unsqueeze", "Squeeze") and len(layer.inputs) == 2:
+            axes, rank = _ir_const(graph, layer, 1), len(layer.outputs[0].dims or [])
+            if axes is None or not rank:
+                return None
+            inner = _moved_axis(layer.type, [int(a) for a in np.ravel(axes)], axis, rank)
+            return None if inner is None else back(layer.id, layer.inputs[0].id, inner, depth + 1)
+        if layer.type in SEQUENCE_OPS and layer.inputs:
+            index = next((k for k, q in enumerate(layer.outputs) if q.id == src[1]), None)
+            x_axis = {0: {0: 0, 2: 1}}.get(index, {0: 0}).get(axis)  # Y [N, D, T, H]; Ho, Co [N, D, H]
+            return None if x_axis is None else back(layer.id, layer.inputs[0].id, x_axis, depth + 1)
         if layer.type in ("Split", "VariadicSplit") and len(layer.inputs) >= 2:
             split_axis, dims = _ir_const(graph, layer, 1), layer.inputs[0].dims
             if split_axis is not None and dims and axis != int(np.asarray(split_axis).reshape(-1)[0]) % len(dims):
@@ -309,10 +320,61 @@ def _ir_specs(graph) -> dict[str, InputSpec]:
                 size = np.asarray(table).shape[ax]
                 _narrow(specs[src[0]], (0, size - 1), f"ids into Gather {layer.name!r} (table size {size})")
                 specs[src[0]].role = specs[src[0]].role or "token ids"
+    _ir_ties(graph, specs, back)
     for (name, axis), found in ir_sizes(graph, back, lambda layer, i: _ir_const(graph, layer, i)).items():
         if name in specs and axis < len(specs[name].dims) and not isinstance(specs[name].dims[axis], int):
             specs[name].sizes.setdefault(axis, found)
     return specs
+
+
+def _moved_axis(op: str, axes: list[int], axis: int, out_rank: int) -> Optional[int]:
+    """The input axis an Unsqueeze's or Squeeze's output `axis` comes from (None: an axis the Unsqueeze added)."""
+    if op == "Unsqueeze":
+        added = {a % out_rank for a in axes}
+        return None if axis in added else axis - sum(a < axis for a in added)
+    in_rank = out_rank + len(axes)
+    removed = sorted(a % in_rank for a in axes)
+    for a in removed:
+        if a <= axis:
+            axis += 1
+    return axis
+
+
+def _ir_ties(graph, specs: dict[str, InputSpec], back) -> None:
+    """Dynamic dims that are one size: IR carries no dim names (OpenVINO drops ONNX's symbols), so a mask
+    [batch, time] multiplied into an LSTM's output [batch, time, hidden] would be drawn at other sizes than the
+    LSTM's input. Parameter axes met in a broadcasting operation (traced back as `back` does) get one name."""
+    parent: dict[tuple, tuple] = {}
+
+    def find(a):
+        while parent.get(a, a) != a:
+            a = parent[a]
+        return a
+
+    for layer in graph.layers:
+        if layer.type not in IR_BROADCAST or len(layer.inputs) < 2:
+            continue
+        ports = [p for p in layer.inputs[-2:] if p.dims]
+        if len(ports) != 2:
+            continue
+        for k in range(1, min(len(p.dims) for p in ports) + 1):
+            if any(p.dims[-k] == 1 for p in ports):
+                continue  # broadcast from 1: no tie
+            a, b = (back(layer.id, p.id, len(p.dims) - k) for p in ports)
+            if a and b and a[0] in specs and b[0] in specs and a != b:
+                parent[find(b)] = find(a)
+    classes: dict[tuple, list] = {}
+    for member in parent:
+        classes.setdefault(find(member), []).append(member)
+    for root, members in classes.items():
+        members = sorted({root, *members})
+        if any(axis >= len(specs[n].dims) or specs[n].dims[axis] is not None for n, axis in members):
+            continue  # a static or named dim: the draw already holds it
+        role = next((specs[n].roles[axis] for n, axis in members if axis in specs[n].roles), None)
+        for n, axis in members:
+            specs[n].dims[axis] = f"{members[0][0]}_{members[0][1]}"
+            if role is not None:
+                specs[n].roles.setdefault(axis, role)
 
 
 def _ir_const(graph, layer, port_index: int):

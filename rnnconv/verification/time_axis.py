@@ -85,6 +85,7 @@ def _ir_time_axes(graph) -> dict[str, int]:
     for e in graph.edges:
         consumers.setdefault((e.from_layer, e.from_port), []).append((e.to_layer, e.to_port))
     found: dict[str, int] = {}
+    result_names = {res.id: name for res, name in zip(graph.results(), graph.output_names())}
 
     def follow(layer, port_id: int, axis: int, depth=0):
         if depth > 16:
@@ -92,9 +93,7 @@ def _ir_time_axes(graph) -> dict[str, int]:
         for to_layer, to_port in consumers.get((layer.id, port_id), []):
             nxt = by_id[to_layer]
             if nxt.type == "Result":
-                port = next((p for p in layer.outputs if p.id == port_id), None)
-                name = port.names[0] if port is not None and port.names else nxt.name
-                found.setdefault(name, axis)
+                found.setdefault(result_names.get(nxt.id, nxt.name), axis)
             elif not nxt.outputs or to_port != nxt.inputs[0].id:
                 continue
             elif nxt.type == "Convert":

@@ -10,10 +10,10 @@ import pytest
 
 from rnnconv import io
 from rnnconv.commands.to_openvino import to_openvino
-from rnnconv.errors import UsageError
+from rnnconv.errors import Unsupported, UsageError
 from rnnconv.verification import allowances, checks
 from rnnconv.verification.inputs import SMALL_DIM
-from tests.conftest import FIXTURES, lstm_file, run_cli
+from tests.conftest import FIXTURES, NO_OPENVINO, OPENVINO, lstm_file, run_cli
 
 
 def test_verify_node_is_reported(tmp_path):
@@ -62,6 +62,11 @@ def test_verify_node_checks_each_recurrent_node_only(tmp_path):
 def test_runtime_check_left_out_when_compiling_would_not_fit(tmp_path, monkeypatch):
     # OpenVINO's compile needs about 4x the IR's weights: without that memory the check is skipped and said so.
     src = lstm_file(tmp_path / "m.onnx", H=16, I=8)
+    if not OPENVINO:  # asked for, the runtime check cannot run: refused, not a failed verification (exit 1)
+        with pytest.raises(Unsupported, match="needs the openvino package"):
+            to_openvino(str(src), tmp_path / "q.xml", runtime=True)
+        assert not (tmp_path / "q.xml").exists()
+        pytest.skip(NO_OPENVINO)
     monkeypatch.setattr(allowances, "available_memory", lambda: 1000)
     report = to_openvino(str(src), tmp_path / "o.xml", runtime=True).report
     assert report.ok and len(report.skipped) == 1 and "GiB is available" in report.skipped[0]

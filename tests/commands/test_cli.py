@@ -39,6 +39,20 @@ def test_internal_errors_are_one_line_and_debug_shows_the_traceback(monkeypatch,
     assert stderr.startswith("rnnconv: internal error: KeyError") and "--debug" in stderr
     code, _, stderr = run_cli(["--debug", "inspect", str(model)])
     assert code == 70 and "Traceback (most recent call last)" in stderr and "KeyError" in stderr
+    # after the command too, where a user adds it to the failing line
+    code, _, stderr = run_cli(["inspect", str(model), "--debug"])
+    assert code == 70 and "Traceback (most recent call last)" in stderr and "KeyError" in stderr
+
+
+def test_debug_after_the_command_is_the_same_option(tmp_path):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(recurrent_model().SerializeToString())
+    out = tmp_path / "out" / "m.onnx"
+    code, _, stderr = run_cli(["upgrade", str(model), "-o", str(out), "--verify", "node", "--debug"])
+    assert code == 0 and out.exists(), stderr
+    code, _, stderr = run_cli(["upgrade", str(model), "-o", str(out), "--debug"])  # exists: exit 2, traceback
+    assert code == 2 and "No such option" not in stderr and "Traceback" in stderr, stderr
+    assert stderr.strip().splitlines()[-1].startswith("rnnconv: error: ")
 
 
 def test_out_of_memory_is_exit_5_not_a_bug(monkeypatch, tmp_path):

@@ -157,6 +157,37 @@ def test_torch_fixture_ir(tmp_path, name):
             np.testing.assert_allclose(got[name_], data[name_], atol=2e-3, rtol=2e-3, err_msg=name_)
 
 
+# -- names: the source's, not another tensor's the port also lists -------------------------------------------
+def _identity_wrapped(name_in: str, name_copy: str, name_out: str) -> onnx.ModelProto:
+    """X feeds an Identity A_copy (OpenVINO lists the Parameter's port as "A_copy,X", sorted); Y_h reaches the
+    output through an Identity too."""
+    rng = np.random.default_rng(0)
+    w = lambda name, shape: numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)  # noqa
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Identity", [name_in], [name_copy], name=name_copy),
+         helper.make_node("GRU", [name_copy, "W", "R"], ["Y", "Y_h"], hidden_size=3, name="gru"),
+         helper.make_node("Identity", ["Y_h"], [name_out], name=name_out)], "g",
+        [value(name_in, onnx.TensorProto.FLOAT, [4, 2, 3])],
+        [value("Y", onnx.TensorProto.FLOAT, [4, 1, 2, 3]), value(name_out, onnx.TensorProto.FLOAT, [1, 2, 3])],
+        [w("W", (1, 9, 3)), w("R", (1, 9, 3))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+@pytest.mark.parametrize("names", [("X", "A_copy", "out"), ("input", "g_input", "a_output")])
+def test_an_input_read_by_an_identity_keeps_its_name(tmp_path, names):
+    source = _identity_wrapped(*names)
+    xml = openvino_ir(source, tmp_path / "m.xml")
+    param_port = re.search(r'type="Parameter".*?names="([^"]*)"', xml.read_text(), re.S).group(1)
+    assert param_port.split(",")[0] != names[0]  # the case: another tensor's name comes first on the port
+    from_openvino(xml, tmp_path / "back.onnx")
+    back = onnx.load(str(tmp_path / "back.onnx"))
+    assert [v.name for v in back.graph.input] == [names[0]]
+    assert [v.name for v in back.graph.output] == ["Y", names[2]]
+    x = {names[0]: np.random.default_rng(1).standard_normal((4, 2, 3)).astype(np.float32)}
+    assert_close(run_onnxruntime(source, x), run_onnxruntime(back, x))
+
+
 # -- failures ----------------------------------------------------------------------------------------------
 def test_mismatch_writes_nothing(tmp_path, monkeypatch):
     xml = openvino_ir(recurrent_model("GRU"), tmp_path / "m.xml")

@@ -95,6 +95,17 @@ def test_random_cases_run_in_openvino(tmp_path, seed):
     check()
 
 
+@pytest.mark.parametrize("op,opset", [("Softmax", 13), ("LogSoftmax", 13), ("Softmax", 11)])
+def test_lstm_then_softmax_without_axis(tmp_path, op, opset):
+    """Softmax's axis left out on the LSTM's rank-4 Y [T, D, N, H]: -1 from opset 13, before it 1 over the input
+    flattened to 2-D (the whole of D, N, H per step); H and D chosen so that every other axis gives other numbers."""
+    model = recurrent_model("LSTM", opset=opset, direction="bidirectional", outputs=("Y",), H=3)
+    model.graph.node[0].output[0] = "Y_raw"
+    model.graph.node.append(helper.make_node(op, ["Y_raw"], ["Y"], name="softmax"))
+    onnx.checker.check_model(model, full_check=True)
+    to_openvino_and_check(tmp_path, model)
+
+
 @needs_openvino
 def test_ir_keeps_onnx_names_and_dynamic_dims(tmp_path):
     model = recurrent_model("LSTM", dynamic=True, sequence_lens=True, initial_h=True, initial_c=True)

@@ -271,3 +271,50 @@ def test_diamond_and_loop_body_around_layout_1_lstms():
     np.testing.assert_allclose(got["out"], want["out"], rtol=1e-5, atol=1e-6)
     assert placements["LSTM"] == {"rnnconv": 2} and placements["Loop"] == {"rnnconv": 1}
     assert placements["ReduceMean"] == placements["Add"] == placements["Tanh"] == {"onnxruntime": 1}
+
+
+def test_segments_are_the_levels_of_a_known_graph():
+    """The partition itself, written out for one graph (the numbers cannot show it: a node placed in the wrong
+    segment falls back to running alone, with the same result, only slower). x -> Relu -> layout-1 LSTM ->
+    Tanh, and x -> ReduceMean on a path of its own; both meet in an Add, read by a second layout-1 LSTM, then a
+    Sigmoid. onnxruntime refuses layout 1: five levels, onnxruntime's and rnnconv's in turn, each as wide as the
+    graph allows."""
+    from rnnconv.engine import partition
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "T", H])
+    first, inits = _lstm("r", H, layout=1)
+    second, more = _lstm("s", H, layout=1, prefix="b_")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), *first,
+             helper.make_node("ReduceMean", ["x"], ["m"], axes=[1], keepdims=1, name="mean"),
+             helper.make_node("Tanh", ["Y_h"], ["t"], name="tanh"),
+             helper.make_node("Add", ["t", "m"], ["s"], name="add"), *second,
+             helper.make_node("Sigmoid", ["b_Y_h"], ["out"], name="head")]
+    graph = helper.make_graph(nodes, "levels", [x], [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              inits + more)
+    model = _ir(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8))
+    segments = partition.split(model.graph, model.opset_imports, {})
+    assert [(s.place, [n.name for n in s.nodes]) for s in segments] == [
+        ("onnxruntime", ["relu", "mean"]), ("rnnconv", ["lstm"]), ("onnxruntime", ["tanh", "add"]),
+        ("rnnconv", ["b_lstm"]), ("onnxruntime", ["head"])]
+    assert [v.name for v in segments[2].inputs] == ["Y_h", "m"] and [v.name for v in segments[2].outputs] == ["s"]
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM", "RNN"])
+def test_rnnconv_runs_exactly_the_recurrent_versions_onnxruntime_refuses(op):
+    """Each version of each op, as onnxruntime itself answers: a session it creates means its kernel runs the node
+    (rnnconv leaves it to onnxruntime), a refusal means rnnconv's kernel runs it."""
+    import onnxruntime as ort
+
+    from rnnconv.engine import partition
+    from tests.conftest import recurrent_model
+
+    for opset in (1, 3, 6, 7, 13, 14, 22):
+        model = recurrent_model(op, opset=opset)
+        try:
+            ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+            runs = True
+        except Exception:  # onnxruntime raises its own exception types
+            runs = False
+        node = next(iter(_ir(model).graph))
+        reason = partition.rnnconv_reason(node, {"": opset}, {})
+        assert (reason is None) == runs, (op, opset, reason)

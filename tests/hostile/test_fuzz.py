@@ -122,6 +122,7 @@ def check_no_leftovers(folder: Path, allowed: set[str]) -> None:
 
 # -- ONNX: bytes ---------------------------------------------------------------------------------------------
 
+@pytest.mark.slow(seconds=15)  # thousands of generated cases
 def test_fuzz_onnx_bytes(tmp_path, capsys):
     counts = {"cases": 0, "loaded": 0, "refused": 0}
     started = time.monotonic()
@@ -252,6 +253,7 @@ def mutate_graph(proto: onnx.ModelProto, mutations) -> onnx.ModelProto:
     return proto
 
 
+@pytest.mark.slow(seconds=15)  # thousands of generated cases
 def test_fuzz_onnx_graphs(tmp_path, capsys):
     counts = {"cases": 0, "loaded": 0, "upgraded": 0, "refused": 0}
     started = time.monotonic()
@@ -364,6 +366,7 @@ def test_ir_reader_empty_result_output_names_is_bad_input(tmp_path):
         read_ir(xml, weights)
 
 
+@pytest.mark.slow(seconds=15)  # thousands of generated cases
 def test_fuzz_ir_reader(tmp_path, capsys):
     seeds = _valid_irs(tmp_path)
     assert seeds, "no IR seed could be written"

@@ -40,6 +40,7 @@ COMMANDS = {
     "downgrade": lambda m, o: ["downgrade", m, "-o", o, "--opset", "7", "--no-verify"],
     "layout": lambda m, o: ["layout", m, "-o", o, "--to", "0", "--no-verify"],
     "to-openvino": lambda m, o: ["to-openvino", m, "-o", o, "--no-verify"],
+    "settle-ifs": lambda m, o: ["settle-ifs", m, "-o", o, "--no-verify"],
 }
 
 

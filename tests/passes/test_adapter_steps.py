@@ -295,6 +295,50 @@ def test_nodes_of_a_body_are_named_by_their_path_when_their_op_is_missing():
         rnnconv.downgrade(m, opset=11)
 
 
+# -- Loop: loop-carried values of several types --------------------------------------------------------------------
+
+def _loop_model(opset: int = 13):
+    """A Loop carrying an int32 counter and a float16 state (tf2onnx's form under Keras' mixed precision): Loop's
+    `V` is heterogeneous at every version (onnx's schemas: v_initial is a variadic of V, not homogeneous)."""
+    F16, I32 = TensorProto.FLOAT16, TensorProto.INT32
+    value = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [node("Identity", ["cond_in"], ["cond_out"]), node("Add", ["k", "one"], ["k_out"]),
+         node("Mul", ["s", "half"], ["s_out"]), node("Identity", ["s_out"], ["y_t"])], "body",
+        [value("i", I64, []), value("cond_in", TensorProto.BOOL, []), value("k", I32, []), value("s", F16, [2])],
+        [value("cond_out", TensorProto.BOOL, []), value("k_out", I32, []), value("s_out", F16, [2]),
+         value("y_t", F16, [2])],
+        [numpy_helper.from_array(np.array(1, np.int32), "one"), numpy_helper.from_array(np.array(0.5, np.float16),
+                                                                                       "half")])
+    loop = node("Loop", ["trips", "", "k0", "s0"], ["k_last", "s_last", "y"], body=body, name="loop")
+    graph = helper.make_graph([loop], "loop", [value("s0", F16, [2])],
+                              [value("k_last", I32, []), value("s_last", F16, [2]), value("y", F16, [3, 2])],
+                              [numpy_helper.from_array(np.array(3, np.int64), "trips"),
+                               numpy_helper.from_array(np.array(0, np.int32), "k0")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+@pytest.mark.parametrize("target", [11, 13])
+def test_loop_carrying_values_of_different_types_moves_down(target):
+    out = downgrade(_loop_model(16), target, {"s0": np.array([1.5, -3.0], np.float16)})
+    assert ops(out) == ["Loop"]
+
+
+def test_loop_type_constraints_are_the_schemas():
+    from rnnconv.passes.adapter_kinds import type_problem
+    import onnx_ir as ir
+
+    def v(dtype):
+        return ir.Value(name="v", type=ir.TensorType(dtype))
+
+    mixed = [v(ir.DataType.INT64), None, v(ir.DataType.INT32), v(ir.DataType.FLOAT16)]
+    assert type_problem("Loop", 11, mixed, mixed[2:]) is None
+    assert type_problem("Loop", 1, mixed, mixed[2:]) is None  # Loop-1's V is heterogeneous too
+    # a homogeneous variadic still needs one type (Concat's inputs), and types outside a list are still refused
+    assert "needs one type" in type_problem("Concat", 11, [v(ir.DataType.FLOAT), v(ir.DataType.FLOAT16)], [])
+    assert "not in Loop-11's type list" in type_problem("Loop", 11, [v(ir.DataType.INT32)], [])
+
+
 # -- attribute <-> input, optional inputs, negative axes -----------------------------------------------------------
 
 def test_split_input_goes_back_to_the_attribute():

@@ -16,8 +16,10 @@ from tests.conftest import run_onnxruntime
 T, N, I, H = 4, 2, 3, 5
 
 
-def lstm_steps(split_order="ifgo", *, own_weights_at=None, c_out_used=False, seed=0) -> onnx.ModelProto:
-    """T LSTMCell steps; `split_order`: which gate each Split output is (PyTorch's is i, f, g, o)."""
+def lstm_steps(split_order="ifgo", *, own_weights_at=None, own_bias_at=None, c_out_used=False,
+               seed=0) -> onnx.ModelProto:
+    """T LSTMCell steps; `split_order`: which gate each Split output is (PyTorch's is i, f, g, o). The step
+    `own_weights_at` has its own input weights, `own_bias_at` its own input bias (all else shared)."""
     rng = np.random.default_rng(seed)
     inits, nodes = [], []
 
@@ -31,10 +33,11 @@ def lstm_steps(split_order="ifgo", *, own_weights_at=None, c_out_used=False, see
     for t in range(T):
         p = f"s{t}_"
         ws = (w(p + "wi", (4 * H, I)), wh) if t == own_weights_at else (wi, wh)
+        b = w(p + "bi", (4 * H,)) if t == own_bias_at else bi
         inits.append(numpy_helper.from_array(np.array(t, np.int64), p + "t"))
         g = {k: p + k for k in split_order}
         nodes += [helper.make_node("Gather", ["x", p + "t"], [p + "x"], axis=0),
-                  helper.make_node("Gemm", [p + "x", ws[0], bi], [p + "gx"], transB=1),
+                  helper.make_node("Gemm", [p + "x", ws[0], b], [p + "gx"], transB=1),
                   helper.make_node("Gemm", [h, ws[1], bh], [p + "gh"], transB=1),
                   helper.make_node("Add", [p + "gx", p + "gh"], [p + "a"]),
                   helper.make_node("Split", [p + "a"], [g[k] for k in split_order], axis=1, num_outputs=4),
@@ -88,6 +91,21 @@ def test_a_step_with_its_own_weights_is_a_near_miss_with_the_reason():
 
     with pytest.raises(Unsupported, match=r"4 LSTM step\(s\) at .* not fused: step 2's W differs from step 0's"):
         fuse(lstm_steps(own_weights_at=2))
+
+
+def test_steps_differing_only_in_a_bias_are_not_fused(tmp_path):
+    """A recurrence shares its biases as its weights: a step with its own input bias is a near miss naming it
+    (exit 3), not a fusion the node check then refuses (exit 1)."""
+    from rnnconv.errors import Unsupported
+    from tests.conftest import run_cli
+
+    source = lstm_steps(own_bias_at=2)
+    with pytest.raises(Unsupported, match=r"not fused: step 2's Wb differs from step 0's"):
+        fuse(source)
+    onnx.save(source, str(tmp_path / "steps.onnx"))
+    code, out, err = run_cli(["fuse", tmp_path / "steps.onnx", "-o", tmp_path / "fused.onnx"])
+    assert code == 3 and "step 2's Wb differs" in err, out + err
+    assert not (tmp_path / "fused.onnx").exists()
 
 
 def test_a_cell_state_read_between_steps_is_a_near_miss():

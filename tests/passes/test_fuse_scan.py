@@ -100,7 +100,7 @@ def test_a_body_with_more_than_the_step_is_left_alone_and_reported():
     import rnnconv
     from rnnconv.errors import Unsupported
 
-    why = r"Scan step\(s\) at h_last not fused: its scan outputs are not the step's hidden state"
+    why = r"Scan h_last not fused: its scan outputs are not the step's hidden state"
     with pytest.raises(Unsupported, match=why):
         rnnconv.fuse(scan_model("RNN", extra=True))
 

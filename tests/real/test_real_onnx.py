@@ -106,11 +106,9 @@ def test_layout_to_1_and_back(real_model, tmp_path):
     if code == 3:
         assert_refusal(code, err, 3)
         return
-    if real_model.name == "ddddocr_common":  # its declared output, which Reshape-14 refutes (test_upgrade)
-        assert_refusal(code, err, 4)
-        assert "output '387' is declared [1, seqlen], rank 2, and its nodes compute rank 3" in err
-        return
     assert code == 0, stdout + err
+    if real_model.name == "ddddocr_common":  # its declared output, which Reshape-14 refutes: corrected, and said
+        assert "note: output '387' is declared [1, seqlen], rank 2, its nodes compute [?, 1, ?], rank 3" in stdout
     code, stdout, err = cli("layout", batch_major, "-o", back, "--to", "0", *real_model.options)
     assert code == 0, stdout + err
     assert_same_numbers(real_model.path, back, real_model.feeds)

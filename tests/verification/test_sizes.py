@@ -28,6 +28,8 @@ CASES = {
     # name: (nodes, x dims, initializers, {axis: size}, text naming the cause)
     "gemm_transA": ([h.make_node("Gemm", ["x", "w"], ["y"], transA=1, name="g")], [None, None], {"w": (6, 4)},
                     {0: 6}, "inner size of Gemm 'g'"),
+    "matmul_2d": ([h.make_node("MatMul", ["x", "w"], ["y"], name="m")], [None, None, None], {"w": (6, 2)},
+                  {2: 6}, "inner size of MatMul 'm'"),
     "matmul_1d": ([h.make_node("MatMul", ["x", "w"], ["y"], name="m")], [None, None, None], {"w": (7,)},
                   {2: 7}, "inner size of MatMul 'm'"),
     "batchnorm": ([h.make_node("BatchNormalization", ["x", "s", "b", "mu", "var"], ["y"], name="bn")],

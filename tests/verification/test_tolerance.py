@@ -80,3 +80,31 @@ def test_default_atol_follows_the_outputs_scale_and_a_given_one_does_not():
     assert "float32 default" in out.tolerance and "153" in out.tolerance
     (given,) = compare_outputs("model", "a vs b", {"y": ref}, {"y": cand}, T(atol=1e-5)).outputs
     assert not given.ok and given.atol == 1e-5 and given.tolerance.startswith("atol given")
+
+
+def _scaled(path, c: float):
+    """y = x * c, x [4, 5] float32."""
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    g = h.make_graph([h.make_node("Mul", ["x", "c"], ["y"])], "g", [h.make_tensor_value_info("x", TP.FLOAT, [4, 5])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [4, 5])], [nh.from_array(np.float32(c), "c")])
+    return write_model(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), path)
+
+
+@pytest.mark.parametrize("relative,agree", [(1e-4, False), (1e-7, True)])
+def test_the_default_is_float32s_documented_tolerance(relative, agree, tmp_path):
+    """docs/verification.md: float32 outputs agree within atol 1e-5 (+ 1e-6 x the largest |reference|) and rtol
+    1e-5. y = x * c against y = x * c (1 + relative), x drawn in [-1, 1]: 1e-4 relative is past that where |x|
+    nears 1 (as a looser atol or rtol would not say), 1e-7 within everywhere."""
+    ref, cand = _scaled(tmp_path / "ref.onnx", 1.0), _scaled(tmp_path / "cand.onnx", 1.0 + relative)
+    code, out, err = run_cli(["verify", ref, cand, "--engine", "onnxruntime"])
+    assert code == (0 if agree else 1), out + err
+
+
+def test_equal_outputs_agree_at_zero_tolerance(tmp_path):
+    """An element is bad when |candidate - reference| > atol + rtol x |reference|: equal ones pass at 0 and 0."""
+    ref, _ = _pair(tmp_path)
+    code, out, err = run_cli(["verify", ref, ref, "--atol", "0", "--rtol", "0", "--engine", "onnxruntime"])
+    assert code == 0, out + err

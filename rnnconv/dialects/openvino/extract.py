@@ -37,9 +37,9 @@ def _declared(layer: ovir.IRLayer, facts: Facts, ins: list[Key]) -> dict[int, li
     cell = layer.type in CELLS
     if not cell and layer.type not in SEQUENCES:
         return {}
-    w = facts.dims(ins[len(ins) - 3 if layer.type in SEQUENCES else (3 if layer.type != "LSTMCell" else 4)])
+    w = facts.dims(ins[len(ins) - 3 if layer.type in SEQUENCES else (3 if CELLS[layer.type] != "LSTM" else 4)])
     H = int(layer.attrs.get("hidden_size", "-1"))
-    n_state = 2 if layer.type.startswith("LSTM") else 1
+    n_state = 2 if {**SEQUENCES, **CELLS}[layer.type] == "LSTM" else 1
     if cell:
         I = w[-1] if w else -1
         return {0: [-1, I], **{1 + k: [-1, H] for k in range(n_state)}}

@@ -15,14 +15,17 @@ from typing import Optional
 import numpy as np
 
 from rnnconv.activations import Activation
-from rnnconv.dialects.openvino.graph import Pieces
+from rnnconv.dialects.openvino.graph import Pieces, known_types
 from rnnconv.errors import Unsupported
 from rnnconv.layer import Cell, Layer, split_gates
 
 ORDER = {"LSTM": ("f", "i", "c", "o"), "GRU": ("z", "r", "h"), "RNN": ("i",)}
-SEQUENCE_OP = {"LSTM": "LSTMSequence", "GRU": "GRUSequence", "RNN": "RNNSequence"}
-SEQUENCES = {"GRUSequence": "GRU", "LSTMSequence": "LSTM", "RNNSequence": "RNN"}  # IR type -> kind
-CELLS = {"GRUCell": "GRU", "LSTMCell": "LSTM", "RNNCell": "RNN"}  # one step, in TensorIterator bodies
+# The IR spelling of each kind's ops: the Sequence op rnnconv writes, and the one step of TensorIterator bodies.
+SEQUENCE_OP = {"GRU": "GRUSequence", "LSTM": "LSTMSequence", "RNN": "RNNSequence"}
+CELL_OP = {"GRU": "GRUCell", "LSTM": "LSTMCell", "RNN": "RNNCell"}
+SEQUENCES = {op: kind for kind, op in SEQUENCE_OP.items()}  # IR type -> kind
+CELLS = {op: kind for kind, op in CELL_OP.items()}
+known_types(*SEQUENCES, *CELLS)
 VERSION = "opset5"
 ACTIVATIONS = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh"}
 DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh"), "RNN": ("tanh",)}
@@ -31,7 +34,8 @@ DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "
 def bias_gates(kind: str, linear_before_reset: bool) -> list[tuple[str, tuple[str, ...]]]:
     """Each B slot as (gate, which ONNX biases it sums): GRU lbr keeps h's two biases apart."""
     if kind == "GRU" and linear_before_reset:
-        return [("z", ("Wb", "Rb")), ("r", ("Wb", "Rb")), ("h", ("Wb",)), ("h", ("Rb",))]
+        return [slot for g in ORDER[kind]
+                for slot in ([(g, ("Wb",)), (g, ("Rb",))] if g == "h" else [(g, ("Wb", "Rb"))])]
     return [(g, ("Wb", "Rb")) for g in ORDER[kind]]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -57,8 +58,7 @@ def known_types(*names: str) -> None:
         _TYPE_NAMES.setdefault(name.lower(), name)
 
 
-known_types("Parameter", "Const", "Result", "TensorIterator", "Loop", "If", "GRUSequence", "LSTMSequence",
-            "RNNSequence", "GRUCell", "LSTMCell", "RNNCell")
+known_types("Parameter", "Const", "Result", "TensorIterator", "Loop", "If")  # the recurrent ones: in `gates`
 
 
 def canonical_type(name: str) -> str:
@@ -389,9 +389,10 @@ class IRGraph:
 
     def output_names(self) -> list[str]:
         """The name of each Result's output, as OpenVINO names it (and ONNX gets it back). IR 11: the Result's
-        `output_names` (which of the port's tensor names it is), else the port's first tensor name, else the
-        Result's name. IR 10: the port's first tensor name, else the producing layer's name with ".<output index>"
-        when it has several outputs."""
+        `output_names` (which of the port's tensor names it is), else the port's tensor names, else the Result's
+        name. IR 10: the port's tensor names, else the producing layer's name with ".<output index>" when it has
+        several outputs. Of several names, the Result's own (its name without OpenVINO's "/sink_port_N") comes
+        first: OpenVINO lists a port's names sorted, so the first may be another tensor's ("A_copy,X")."""
         producers, by_id = self.producers(), self.by_id()
         names = []
         for res in self.results():
@@ -402,9 +403,9 @@ class IRGraph:
             if self.ir_version != 10 and "output_names" in res.element_attrs:
                 if not chosen:
                     raise BadInput(f"IR Result {res.name!r} has an empty output_names")
-                names.append(chosen[0])
+                names.append(_own(chosen, _SINK.sub("", res.name)))
             elif port is not None and port.names:
-                names.append(port.names[0])
+                names.append(_own(port.names, _SINK.sub("", res.name)))
             elif self.ir_version == 10 and layer is not None:
                 index = next(i for i, q in enumerate(layer.outputs) if q.id == src[1])
                 names.append(layer.name if len(layer.outputs) == 1 else f"{layer.name}.{index}")
@@ -428,9 +429,18 @@ class IRGraph:
 
 
 def parameter_name(layer: IRLayer) -> str:
-    """The name a Parameter is fed by: its port's first tensor name, else the layer's name."""
+    """The name a Parameter is fed by: the layer's own name when its port lists it among its tensor names (the name
+    the source gave the input; the port also lists the names of the tensors it feeds unchanged, sorted: "A_copy,X"
+    for an input X read by an Identity A_copy), else the port's first tensor name, else the layer's name."""
     port = layer.outputs[0] if layer.outputs else None
-    return port.names[0] if port is not None and port.names else layer.name
+    return _own(port.names, layer.name) if port is not None and port.names else layer.name
+
+
+_SINK = re.compile(r"/sink_port_\d+$")  # what OpenVINO appends to the name of the tensor a Result takes
+
+
+def _own(names: list[str], own: str) -> str:
+    return own if own in names else names[0]
 
 
 def find_port(ports: list[Port], pid: int) -> Optional[Port]:

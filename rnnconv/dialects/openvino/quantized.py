@@ -35,7 +35,7 @@ import numpy as np
 
 from rnnconv.dialects import mlas
 from rnnconv.dialects import onnx_quantized as dq
-from rnnconv.dialects.onnx_recurrent import constant_array
+from rnnconv.dialects.onnx_recurrent import PEEPHOLES, constant_array
 from rnnconv.dialects.openvino import exact
 from rnnconv.dialects.openvino.graph import Edge, IRGraph, IRLayer, Out, Port
 from rnnconv.dialects.openvino.lowering import _act
@@ -137,16 +137,21 @@ def _body(q: dq.QuantizedLSTM, d: int, arrays: dict, lens: bool) -> tuple[IRGrap
     rq = dq.quantization("R", arrays["R"], arrays["R_scale"], arrays["R_zero_point"], layer.num_directions, H)
     xw = b.op("Squeeze", xw_t, b.const(np.array([1], np.int64)))
     G = b.op("Add", _product(b, block if lens else h, arrays["R"][d], rq.zero_point[d], rq.scale[d]), xw)
-    gi, go, gf, gc = b.add("Split", [G, b.const(np.array(1, np.int64))], {"num_splits": 4})
+    # G's gates, the bias's and the peepholes' in ONNX's orders
+    gates = dict(zip(dq.GATES, b.add("Split", [G, b.const(np.array(1, np.int64))], {"num_splits": len(dq.GATES)})))
     B, P = arrays.get("B"), arrays.get("P")
     bias = None if B is None else (B[d, :4 * H] + B[d, 4 * H:]).astype(F32)  # LoadBias: Wb + Rb, once
 
-    def gate(pre: Out, k: int, peephole: Optional[int] = None, state: Optional[Out] = None) -> Out:
+    def rows(order: tuple, k: str) -> slice:
+        return slice(order.index(k) * H, (order.index(k) + 1) * H)
+
+    def gate(k: str, peephole: bool = False, state: Optional[Out] = None) -> Out:
         # (G + P * C) + (Wb + Rb), then clipped
-        if peephole is not None and P is not None:
-            pre = b.op("Add", pre, b.op("Multiply", state, b.const(P[d, peephole * H:(peephole + 1) * H])))
+        pre = gates[k]
+        if peephole and P is not None:
+            pre = b.op("Add", pre, b.op("Multiply", state, b.const(P[d, rows(PEEPHOLES, k)])))
         if bias is not None:
-            pre = b.op("Add", pre, b.const(bias[k * H:(k + 1) * H]))
+            pre = b.op("Add", pre, b.const(bias[rows(dq.GATES, k)]))
         if layer.clip is not None:
             pre = b.op("Clamp", pre, min=-float(layer.clip), max=float(layer.clip))
         return pre
@@ -157,11 +162,11 @@ def _body(q: dq.QuantizedLSTM, d: int, arrays: dict, lens: bool) -> tuple[IRGrap
     def act(a, x):
         return _activation(b, a, x, fma)
 
-    it = act(f, gate(gi, 0, 0, c))  # peepholes P: i, o, f
-    ft = b.op("Subtract", b.const(np.array(1, F32)), it) if layer.input_forget else act(f, gate(gf, 2, 2, c))
-    ct = act(g, gate(gc, 3))
+    it = act(f, gate("i", True, c))
+    ft = b.op("Subtract", b.const(np.array(1, F32)), it) if layer.input_forget else act(f, gate("f", True, c))
+    ct = act(g, gate("c"))
     c_new = b.op("Add", b.op("Multiply", c, ft), b.op("Multiply", it, ct))
-    ot = act(f, gate(go, 1, 1, c_new))
+    ot = act(f, gate("o", True, c_new))
     h_new = b.op("Multiply", act(hf, c_new), ot)
     y = h_new
     if lens:

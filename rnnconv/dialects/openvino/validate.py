@@ -10,7 +10,7 @@ import numpy as np
 
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import coverage, ops
-from rnnconv.dialects.openvino.gates import CELLS, DEFAULT_ACTIVATIONS, SEQUENCES
+from rnnconv.dialects.openvino.gates import CELLS, DEFAULT_ACTIVATIONS, SEQUENCES, VERSION
 from rnnconv.errors import BadInput, human_size
 
 PARAMETER_LIMIT = 1 << 34  # elements: a declared input larger than this is refused before anything is allocated
@@ -70,15 +70,15 @@ LATEST_OPSET = 16
 OTHER_VERSIONS = {"experimental", "internal", "extension"}
 # The first opset holding a layer type (OpenVINO refuses it marked with an older one), for the types in real IR
 # seen so far (probed with openvino 2026.4's read_model); any other type is taken to exist from opset1.
-FIRST_OPSET = {"CumSum": 3, "Einsum": 7, "GRUSequence": 5, "Gelu": 2, "If": 8, "LSTMSequence": 5, "Loop": 5,
-               "NonZero": 3, "RNNSequence": 5, "Round": 5, "STFT": 15, "ScaledDotProductAttention": 13,
-               "ScatterNDUpdate": 4, "Slice": 8, "Swish": 4}
+FIRST_OPSET = {"CumSum": 3, "Einsum": 7, "Gelu": 2, "If": 8, "Loop": 5, "NonZero": 3, "Round": 5, "STFT": 15,
+               "ScaledDotProductAttention": 13, "ScatterNDUpdate": 4, "Slice": 8, "Swish": 4,
+               **dict.fromkeys(SEQUENCES, int(VERSION.removeprefix("opset")))}  # the Sequence ops are new in it
 # Attributes without which OpenVINO's reader refuses the layer or leaves it invalid ("Output type must be i32 or
 # i64", "m_num_splits > 0", "is_num_dir_valid"), where rnnconv's reader would otherwise take a default.
 REQUIRED = {("ShapeOf", "opset3"): ("output_type",), ("Range", "opset4"): ("output_type",),
             ("Split", "opset1"): ("num_splits",), ("Parameter", "opset1"): ("element_type",),
             ("Const", "opset1"): ("element_type",),
-            **{(t, "opset5"): ("hidden_size", "direction") for t in SEQUENCES}}
+            **{(t, VERSION): ("hidden_size", "direction") for t in SEQUENCES}}
 RECURRENT = {**SEQUENCES, **CELLS}
 ACTIVATION_NAMES = {"relu", "sigmoid", "tanh"}
 

@@ -247,6 +247,7 @@ def _types(xml: Path) -> set[str]:
     return {layer.type for layer in ov_reader.read(xml).all_layers()}
 
 
+@pytest.mark.slow(seconds=20)  # OpenVINO writes an IR for every case
 def test_every_mapped_layer_type_is_in_some_case(tmp_path):
     seen: set[str] = set()
     for k, (name, build) in enumerate(sorted(ALL.items())):

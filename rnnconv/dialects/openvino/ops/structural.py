@@ -36,12 +36,12 @@ without("shape", "TensorIterator", "Loop", "If",
 def _sequence_shape(layer, inputs, d, c, et):
     """GRUSequence-5 / LSTMSequence-5 / RNNSequence-5: Y [N, D, T, H], Ho [N, D, H] (, Co [N, D, H]), D from
     W's leading axis."""
-    x, w = d[0], d[4 if layer.type == "LSTMSequence" else 3]
+    x, w = d[0], d[4 if SEQUENCES[layer.type] == "LSTM" else 3]
     n, tt = (x[0], x[1]) if x else (-1, -1)
     nd = w[0] if w else -1
     h = int(layer.attrs["hidden_size"])
     outs = [(et, [n, nd, tt, h]), (et, [n, nd, h])]
-    if layer.type == "LSTMSequence":
+    if SEQUENCES[layer.type] == "LSTM":
         outs.append((et, [n, nd, h]))
     return outs
 
