@@ -15,7 +15,15 @@ import numpy as np
 from rnnconv import io
 from rnnconv.dialects import onnx_quantized
 from rnnconv.errors import BadInput, Unsupported, UsageError
-from rnnconv.verification.checks import CheckOptions, input_sets, merge_placements, placements_note, runnable_sets
+from rnnconv.verification import localize
+from rnnconv.verification.checks import (
+    CheckOptions,
+    Run,
+    input_sets,
+    merge_placements,
+    placements_note,
+    runnable_sets,
+)
 from rnnconv.verification.engines import ENGINES, CannotRun, run
 from rnnconv.verification.inputs import check_dim_names, read_inputs
 from rnnconv.verification.model import open_model
@@ -166,7 +174,11 @@ def compare_models(reference, candidate, *, engine: str = "rnnconv", reference_e
                     comparisons.append(compare(n, base[n], outs[n], a, r, time_axis=axes.get(n)))
                     comparisons[-1].tolerance = why
             subject = f"{side}[{eng}]" + (f" run {k}" if n_runs > 1 else "")
-            report.checks.append(Check(subject, f"{side}[{eng}] vs {report.baseline}", comparisons, run=k))
+            check = Check(subject, f"{side}[{eng}] vs {report.baseline}", comparisons, run=k)
+            if not check.ok:  # where the two runs part, tensors matched by name
+                localize.attach(check, Run(models[baseline[0]], baseline[1], outputs=[base]),
+                                Run(models[side], eng, outputs=[outs]), feeds, held)
+            report.checks.append(check)
     report.engines = {side: active[side] for side in active}
     placed_note = placements_note(report.placements)
     report.notes.extend([placed_note] if placed_note else [])

@@ -1,0 +1,380 @@
+"""Where two runs part, on every failing whole-model comparison (what Polygraphy's `--onnx-outputs mark all` and
+`debug reduce` give a user who runs them by hand): both models run with every intermediate tensor they share by
+name exposed (ONNX value names survive in OpenVINO's tensor names), the tensors are compared in the reference's
+topological order, and each that differs beyond tolerance is computed again alone, in both runtimes, on the
+reference's values of what it reads (`exposure.cut`: every shared tensor fed, so each node runs alone at once).
+
+The cause, per diverging tensor: the node computes differently given identical inputs ("node"); or it agrees and
+its inputs already differed ("upstream"); or, a run-time quantizer, given identical inputs it rounds values one
+step the other way only where a last bit of its inputs moves the reference's own rounding too ("rounding": its
+float arithmetic before the rounding differs by a last bit). An "upstream" tensor computed from nothing that
+diverged (nor from what was computed from it) is a tip: a difference within tolerance crossed a rounding step.
+Where no node computes differently and every tip is a run-time quantizer of the REFERENCE (the source's ops:
+DynamicQuantizeLinear, QuantizeLinear, Round, Floor or Ceil of computed values; OpenVINO's Round, Floor, Ceiling
+and FakeQuantize), the conversion is faithful (`rounding_verdict`): the comparison passes, with a warning saying
+what differs. Localization never decides a verdict by failing: what it cannot do is said in one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from rnnconv.verification import engines, exposure
+from rnnconv.verification.exposure import ALONE
+from rnnconv.verification.model import Model
+from rnnconv.verification.results import Check, compare, magnitude
+from rnnconv.verification.tolerance import Tolerances
+
+# Tensors above this size are neither compared nor cut (they join the region of the node that reads them): the
+# memory of a localization stays near a few times the activations of the model, without its biggest ones.
+TENSOR_BYTES = 16 << 20
+# Ops that round values computed at run time: a last bit of what they read tips a rounding step.
+QUANTIZERS = {"onnx": {"DynamicQuantizeLinear", "QuantizeLinear", "Round", "Floor", "Ceil", "DynamicQuantizeMatMul",
+                       "DynamicQuantizeLSTM"},
+              "ir": {"Round", "Floor", "Ceiling", "FakeQuantize"}}
+
+
+class CannotLocalize(Exception):
+    """Why a localization could not be made (one line)."""
+
+
+@dataclasses.dataclass
+class Divergence:
+    """The first tensor, in the reference's topological order, where two runs of a model differ beyond tolerance,
+    the node (the reference's) that computes it and why it differs; and what the whole localization found."""
+
+    node: str
+    op_type: str
+    tensor: str
+    # "node": computes differently given identical inputs; "upstream": agrees given identical inputs, its inputs
+    # already differed; "rounding": given identical inputs a run-time quantizer rounds values one step the other
+    # way, each at a rounding boundary (a last bit of its inputs moves the reference's own result there too)
+    cause: str
+    alone_max_abs: float  # the node alone in both runtimes on the reference's values of its inputs
+    input_max_abs: float  # how far those inputs differed between the two runs
+    max_abs: float  # how far the tensor differed between the two runs
+    # run-time quantizers of the reference that a last bit tipped by a rounding step ("upstream" or "rounding")
+    tipped: list = dataclasses.field(default_factory=list)
+    which_runtime: Optional[str] = None  # an OpenVINO runtime computing an IR otherwise than the IR's ops
+    # every node that computes differently given identical inputs (beyond this one)
+    computes_differently: list = dataclasses.field(default_factory=list)
+    unexplained: list = dataclasses.field(default_factory=list)  # tips at nodes that round nothing
+    compared: int = 0
+    diverging: list = dataclasses.field(default_factory=list, repr=False)  # names of every diverging tensor
+    left_out: str = ""  # tensors not compared, and why
+
+    def text(self) -> str:
+        where = f"{self.op_type} {self.node!r}" + (f" (tensor {self.tensor})" if self.tensor != self.node else "")
+        if self.cause == "node":
+            text = f"{where}: the node computes differently given identical inputs (max abs {self.alone_max_abs:.3g})"
+            return text + (f"; {self.which_runtime}" if self.which_runtime else "")
+        if self.cause == "rounding":
+            own = next(t for t in self.tipped if t["tensor"] == self.tensor)
+            text = (f"{where}: given identical inputs the node rounds {own['elements']} value(s) one step the other "
+                    f"way, each at a rounding boundary (a last bit of its inputs moves it there)")
+        else:
+            own = next((t for t in self.tipped if t["tensor"] == self.tensor), None)
+            step = f" (a rounding step at {own['op_type']} {own['node']})" if own else ""
+            text = (f"{where}: the node agrees given identical inputs; its inputs already differed by "
+                    f"{self.input_max_abs:.3g}{step}")
+        if self.computes_differently:
+            other = self.computes_differently[0]
+            text += (f"; {other['op_type']} {other['node']!r} computes differently given identical inputs (max abs "
+                     f"{other['alone_max_abs']:.3g})" + (f"; {other['which_runtime']}" if other.get("which_runtime")
+                                                         else ""))
+        return text
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.pop("diverging")
+        d["diverging_tensors"] = len(self.diverging)
+        d["text"] = self.text()
+        return d
+
+    @property
+    def faithful(self) -> bool:
+        """Every node agrees given identical inputs, and every tip is a run-time quantizer of the reference."""
+        return self.cause != "node" and not self.computes_differently and not self.unexplained and bool(self.tipped)
+
+
+@dataclasses.dataclass
+class NotLocalized:
+    """Why a failing comparison has no localization."""
+
+    reason: str
+
+    def text(self) -> str:
+        return f"not localized: {self.reason}"
+
+    def as_dict(self) -> dict:
+        return {"error": self.reason}
+
+
+def first_divergence(reference: Model, candidate: Model, ref_engine: str, cand_engine: str,
+                     feeds: Mapping[str, np.ndarray], tolerances: Tolerances, *,
+                     precisions: Sequence[str] = ("float64", "float64"), isolate: bool = False
+                     ) -> Optional[Divergence]:
+    """Where `candidate` in `cand_engine` parts from `reference` in `ref_engine` on `feeds` (see the module's
+    docstring); None when no tensor they share differs. Real runtimes run in a child process (OpenVINO always:
+    it shares no process with numpy's BLAS), onnxruntime when `isolate`. CannotLocalize says why it could not."""
+    sides = [_Side(reference, ref_engine, precisions[0]), _Side(candidate, cand_engine, precisions[1])]
+    ref, cand = sides
+    shared, left = _shared(sides)
+    for side in sides:
+        side.exposed = side.run(exposure.exposed(side.model, shared), feeds, isolate, "with its tensors exposed")
+    compared, diverging, widths = [], [], {}
+    for name in shared:
+        r, c = ref.exposed.get(name), cand.exposed.get(name)
+        why = _incomparable(r, c)
+        if why:
+            left[why] = left.get(why, 0) + 1
+            continue
+        compared.append(name)
+        found = _compare(name, r, c, tolerances)
+        widths[name] = found.max_abs
+        if not found.ok:
+            diverging.append(name)
+    if not diverging:
+        return None
+    values = {n: ref.exposed[n] for n in compared}
+    for side in sides:
+        side.alone = side.run_cut(values, diverging, feeds, isolate)
+    cuts = {ref.named[n] for n in compared}
+    by_key = {ref.named[n]: n for n in compared}
+    rounds = QUANTIZERS[reference.format]
+    tensors, tainted, diverged = [], set(), set(diverging)  # tainted: diverging, or computed from what diverged
+    for name in compared:
+        nodes, reads = ref.view.region(ref.named[name], cuts)
+        ins = [by_key[k] for k in reads]
+        carried = bool(tainted.intersection(ins))
+        if name not in diverged:
+            if carried:
+                tainted.add(name)
+            continue
+        tainted.add(name)
+        t = _Diverged(name, next((n for n in nodes if ref.named[name] in n.outputs), None), widths[name], ins,
+                      _compare(name, ref.alone[name], cand.alone[name], tolerances),
+                      [n for n in nodes if rounds.intersection(n.ops)], carried)
+        tensors.append(t)
+    _at_boundaries([t for t in tensors if not t.alone.ok and t.quantizers], ref, cand, values, feeds, isolate)
+    differing = [t.entry(alone_max_abs=t.alone.max_abs) for t in tensors if t.cause == "node"]
+    if differing:
+        _which_runtime(differing, sides, values, feeds, tolerances, isolate)
+    tipped = [{"node": t.quantizers[0].name, "op_type": t.quantizers[0].op, "tensor": t.name, "max_abs": t.width,
+               "cause": t.cause, **({"elements": t.elements} if t.cause == "rounding" else {})}
+              for t in tensors if t.cause == "rounding" or (t.cause == "upstream" and not t.carried and t.quantizers)]
+    unexplained = [t.entry(max_abs=t.width) for t in tensors
+                   if t.cause == "upstream" and not t.carried and not t.quantizers]
+    first = tensors[0]
+    head = first.entry()
+    return Divergence(head["node"], head["op_type"], first.name, first.cause, first.alone.max_abs,
+                      max((widths[n] for n in first.ins), default=0.0), first.width, tipped,
+                      differing[0].get("which_runtime") if first.cause == "node" else None,
+                      differing[1:] if first.cause == "node" else differing, unexplained, len(compared), diverging,
+                      "; ".join(f"{n} tensor(s) {why}" for why, n in left.items()))
+
+
+@dataclasses.dataclass
+class _Diverged:
+    """One tensor that differs beyond tolerance between the two runs."""
+
+    name: str
+    node: Optional[exposure.Node]  # the reference's node computing it
+    width: float  # max abs between the two runs
+    ins: list  # the shared tensors its region reads
+    alone: object  # OutputComparison of the region alone in both runtimes on the reference's values
+    quantizers: list  # run-time quantizers of the reference in its region
+    carried: bool  # some of `ins` diverged, or were computed from a tensor that did
+    elements: int = 0  # "rounding": how many values it rounds the other way
+    rounding: bool = False
+
+    @property
+    def cause(self) -> str:
+        return "upstream" if self.alone.ok else "rounding" if self.rounding else "node"
+
+    def entry(self, **extra) -> dict:
+        return {"node": self.node.name if self.node else self.name, "op_type": self.node.op if self.node else "",
+                "tensor": self.name, **extra}
+
+
+# How far the reference's inputs are nudged to find its own rounding boundaries: units in the last place of
+# float32 (what two runtimes' float arithmetic before a rounding differs by, with a margin).
+NUDGE_ULPS = 8
+
+
+def _at_boundaries(suspects: list, ref: "_Side", cand: "_Side", values: Mapping[str, np.ndarray], feeds,
+                   isolate: bool) -> None:
+    """Which of `suspects` (a region with a run-time quantizer that differs given identical inputs) differ by one
+    rounding step only at elements that a last bit moves: the reference's region is run again on its float
+    inputs nudged by NUDGE_ULPS, up and down at random per element; an element whose rounding a nudge moves in the
+    reference itself lies on a boundary. Only integer results are judged so (a step of a quantized value)."""
+    suspects = [t for t in suspects if np.asarray(ref.alone[t.name]).dtype.kind in "iub"]
+    nudged_names = sorted({n for t in suspects for n in t.ins if np.asarray(values[n]).dtype.kind == "f"})
+    if not suspects or not nudged_names:
+        return
+    rng = np.random.default_rng(0)
+    moved = {t.name: np.zeros(ref.alone[t.name].shape, bool) for t in suspects}
+    signs = {n: rng.choice([-1.0, 1.0], size=np.shape(values[n])) for n in nudged_names}
+    for direction in (1.0, -1.0):
+        nudged = dict(values)
+        for n in nudged_names:
+            v = np.asarray(values[n])
+            step = np.spacing(np.abs(v).astype(np.float32)).astype(np.float64) * NUDGE_ULPS
+            nudged[n] = (v + direction * signs[n] * step).astype(v.dtype)
+        got = ref.run_cut(nudged, [t.name for t in suspects], feeds, isolate)
+        for t in suspects:
+            moved[t.name] |= np.asarray(got[t.name]) != ref.alone[t.name]
+    for t in suspects:
+        steps = np.asarray(cand.alone[t.name]).astype(np.int64) - np.asarray(ref.alone[t.name]).astype(np.int64)
+        if np.abs(steps).max() <= 1 and not np.any((steps != 0) & ~moved[t.name]):
+            t.rounding, t.elements = True, int(np.count_nonzero(steps))
+
+
+@dataclasses.dataclass
+class _Side:
+    model: Model
+    engine: str
+    precision: str
+    exposed: dict = dataclasses.field(default_factory=dict)
+    alone: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        self.view = exposure.view(self.model)
+        self.named = self.view.named()
+
+    def run(self, model: Model, feeds: Mapping[str, np.ndarray], isolate: bool, how: str, engine: str = "",
+            precision: str = "") -> dict:
+        engine, precision = engine or self.engine, precision or self.precision
+        try:
+            return engines.run(engine, model, feeds, precision=precision, isolate=isolate or engine == "openvino")
+        except engines.CannotRun as err:
+            raise CannotLocalize(f"{engines.label(engine, model, precision)} cannot run the {self.model.describe()} "
+                                 f"{how}: {err}") from err
+
+    def run_cut(self, values: Mapping[str, np.ndarray], wanted: Sequence[str], feeds: Mapping[str, np.ndarray],
+                isolate: bool, engine: str = "", precision: str = "") -> dict:
+        """Each of `wanted` computed alone from `values` (the reference's), under its own name."""
+        dtypes = {n: np.asarray(v).dtype for n, v in self.exposed.items()}
+        model, fed = exposure.cut(self.model, values, wanted, dtypes)
+        got = self.run(model, {**feeds, **fed}, isolate, "cut at its shared tensors", engine, precision)
+        return {n: got[n + ALONE] if n + ALONE in got else got.get(n) for n in wanted}
+
+
+def _shared(sides: list[_Side]) -> tuple[list[str], dict]:
+    """The tensor names both models compute (in the reference's topological order), one per tensor; and how many
+    were left out, by reason."""
+    shared, seen, left = [], set(), {}
+    for name, key in sides[0].named.items():
+        other = sides[1].named.get(name)
+        if other is None or (0, key) in seen or (1, other) in seen:
+            continue
+        seen.update(((0, key), (1, other)))
+        sizes = [exposure.static_bytes(side.model, k) for side, k in zip(sides, (key, other))]
+        if any(s is not None and s > TENSOR_BYTES for s in sizes):
+            left["above the size limit"] = left.get("above the size limit", 0) + 1
+            continue
+        shared.append(name)
+    if not shared:
+        raise CannotLocalize("the two models share no intermediate tensor by name")
+    return shared, left
+
+
+def _which_runtime(differing: list[dict], sides: list[_Side], values, feeds, tolerances, isolate: bool) -> None:
+    """Where an IR runs in the OpenVINO runtime: the nodes computed alone again in rnnconv's IR interpreter, which
+    follows the IR's op specs. The interpreter agreeing with the other side puts the difference on the runtime;
+    disagreeing, on the IR's ops."""
+    for k, side in enumerate(sides):
+        if side.engine != "openvino" or side.model.format != "ir":
+            continue
+        other = sides[1 - k]
+        wanted = [d["tensor"] for d in differing]
+        try:
+            mine = side.run_cut(values, wanted, feeds, isolate, "rnnconv", "float64")
+        except CannotLocalize as err:
+            for d in differing:
+                d["which_runtime"] = f"rnnconv's IR interpreter cannot tell whose ({err})"
+            return
+        for d in differing:
+            layer = next((n for n in side.view.nodes if side.named.get(d["tensor"]) in n.outputs), None)
+            what = f"{layer.op} {layer.name!r}" if layer else f"tensor {d['tensor']}"
+            whose = "the IR's" if k == 1 else "the reference IR's"
+            if _compare(d["tensor"], other.alone[d["tensor"]], mine[d["tensor"]], tolerances).ok:
+                d["which_runtime"] = (f"OpenVINO runtime computes {whose} node {what} differently from the IR's ops "
+                                      f"(rnnconv's IR interpreter agrees with the {'reference' if k else 'candidate'})")
+            else:
+                d["which_runtime"] = f"rnnconv's IR interpreter computes {whose} node {what} differently too"
+        return
+
+
+def _incomparable(r, c) -> Optional[str]:
+    if not isinstance(r, np.ndarray) or not isinstance(c, np.ndarray):
+        return "not returned as tensors by both runs"
+    if r.shape != c.shape:
+        return "of different shapes"
+    if max(r.nbytes, c.nbytes) > TENSOR_BYTES:
+        return "above the size limit"
+    return None
+
+
+def _compare(name: str, r, c, tolerances: Tolerances):
+    if r is None or c is None:
+        raise CannotLocalize(f"tensor {name!r}: a run alone gave no value")
+    with np.errstate(all="ignore"):  # intermediate tensors may hold what outputs never do (huge, infinite)
+        atol, rtol = tolerances.for_output(name, np.asarray(r).dtype, np.asarray(c).dtype, magnitude=magnitude(r))
+        return compare(name, r, c, atol, rtol)
+
+
+# -- the verdict ------------------------------------------------------------------------------------------------
+
+def rounding_verdict(check: Check, divergence, ref_outputs: Mapping[str, np.ndarray],
+                     cand_outputs: Mapping[str, np.ndarray]) -> Optional[str]:
+    """The warning under which a failing whole-model comparison passes: every node agrees given identical inputs,
+    every tip is a run-time quantizer of the reference (the source's ops, never the converted model's), and every
+    failing output diverged in the localization's runs too. None: the comparison stays failed."""
+    if not isinstance(divergence, Divergence) or not divergence.faithful:
+        return None
+    bad = [o for o in check.outputs if not o.ok]
+    if any(o.problem for o in bad) or not {o.name for o in bad} <= set(divergence.diverging):
+        return None
+    quantizers = list(dict.fromkeys(f"{t['op_type']} {t['node']}" for t in divergence.tipped))
+    named = ", ".join(quantizers[:3]) + (f" and {len(quantizers) - 3} more" if len(quantizers) > 3 else "")
+    agree = []
+    for o in bad:
+        r, c = np.asarray(ref_outputs.get(o.name)), np.asarray(cand_outputs.get(o.name))
+        if r.ndim and r.shape == c.shape and r.shape[-1] > 1 and r.dtype.kind == "f":
+            same = float(np.mean(np.argmax(r, axis=-1) == np.argmax(c, axis=-1)))
+            agree.append(f"{o.name} {100 * same:.1f}%")
+    argmax = f"; argmax over the last axis agrees: {', '.join(agree)}" if agree else ""
+    return (f"faithful up to run-time rounding: given identical inputs every node agrees, but for values on a "
+            f"rounding boundary of the source's run-time quantizers ({named}), where a last bit tips a rounding step; "
+            f"the outputs differ by max abs {check.max_abs:.3g} ({', '.join(o.name for o in bad)}){argmax}")
+
+
+def attach(check: Check, ref_run, cand_run, feeds: Mapping[str, np.ndarray], tolerances: Tolerances, *,
+           isolate: bool = False) -> None:
+    """Localize a failing whole-model comparison: `check.first_divergence` gets the Divergence (or NotLocalized,
+    saying why not), and `check.accepted` the warning of `rounding_verdict` where the conversion is faithful.
+    `ref_run`, `cand_run`: what ran (`.model`, `.engine`, `.precision`, `.outputs` per input set, as
+    checks.Run holds them); `feeds`: the input set of `check`. Never raises (but on an interrupt)."""
+    if check.ok:
+        return
+    try:
+        found = first_divergence(ref_run.model, cand_run.model, ref_run.engine, cand_run.engine, feeds, tolerances,
+                                 precisions=(ref_run.precision, cand_run.precision), isolate=isolate)
+    except CannotLocalize as err:
+        check.first_divergence = NotLocalized(str(err))
+        return
+    except Exception as err:  # a bug of its own must not decide the verdict: said, and the check stays failed
+        check.first_divergence = NotLocalized(f"localization failed: {engines.one_line(err)}")
+        return
+    if found is None:
+        check.first_divergence = NotLocalized("with every shared tensor exposed, the two runs agree (a runtime "
+                                              "computes the whole model otherwise than node by node)")
+        return
+    check.first_divergence = found
+    k = check.run or 0
+    pick = (lambda run: run.outputs[0] if len(run.outputs) == 1 else run.outputs[k] if k < len(run.outputs) else {})
+    check.accepted = rounding_verdict(check, found, pick(ref_run), pick(cand_run)) or ""
