@@ -131,6 +131,8 @@ def cut(model: Model, values: Mapping[str, np.ndarray], wanted: Sequence[str],
             value.replace_all_uses_with(fed)
             graph.inputs.append(fed)
         outputs = [by_name[n] for n in wanted if n in by_name]
+        for value in outputs:
+            value.name = value.name if value.name.endswith(ALONE) else value.name + ALONE
         graph.outputs.extend(outputs)
         for node in reversed(list(graph)):  # consumers first: a node left with no use goes, then its producers
             if not any(o.uses() or o in outputs for o in node.outputs):

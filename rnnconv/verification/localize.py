@@ -31,6 +31,9 @@ from rnnconv.verification.tolerance import Tolerances
 # Tensors above this size are neither compared nor cut (they join the region of the node that reads them): the
 # memory of a localization stays near a few times the activations of the model, without its biggest ones.
 TENSOR_BYTES = 16 << 20
+# An IR in the OpenVINO runtime is written again (.xml and .bin) for each run a localization makes: past this much
+# Const data, that costs more than the comparison that failed, and the localization is left out, said.
+IR_WEIGHT_BYTES = 1 << 30
 # Ops that round values computed at run time: a last bit of what they read tips a rounding step.
 QUANTIZERS = {"onnx": {"DynamicQuantizeLinear", "QuantizeLinear", "Round", "Floor", "Ceil", "DynamicQuantizeMatMul",
                        "DynamicQuantizeLSTM"},
@@ -62,19 +65,26 @@ class Divergence:
     # every node that computes differently given identical inputs (beyond this one)
     computes_differently: list = dataclasses.field(default_factory=list)
     unexplained: list = dataclasses.field(default_factory=list)  # tips at nodes that round nothing
+    # the reference's nodes before it that ran with it, alone: their tensors are not compared (another name, or
+    # above the size limit)
+    region: list = dataclasses.field(default_factory=list)
     compared: int = 0
     diverging: list = dataclasses.field(default_factory=list, repr=False)  # names of every diverging tensor
     left_out: str = ""  # tensors not compared, and why
 
     def text(self) -> str:
         where = f"{self.op_type} {self.node!r}" + (f" (tensor {self.tensor})" if self.tensor != self.node else "")
+        if self.region:
+            where += (f" with {', '.join(repr(n) for n in self.region[:3])}" + (" ..." if len(self.region) > 3 else "")
+                      + " before it (tensors not compared)")
         if self.cause == "node":
             text = f"{where}: the node computes differently given identical inputs (max abs {self.alone_max_abs:.3g})"
             return text + (f"; {self.which_runtime}" if self.which_runtime else "")
         if self.cause == "rounding":
             own = next(t for t in self.tipped if t["tensor"] == self.tensor)
             text = (f"{where}: given identical inputs the node rounds {own['elements']} value(s) one step the other "
-                    f"way, each at a rounding boundary (a last bit of its inputs moves it there)")
+                    f"way, each at a rounding boundary (a last bit of its inputs moves it there)"
+                    + (f"; {own['which_runtime']}" if own.get("which_runtime") else ""))
         else:
             own = next((t for t in self.tipped if t["tensor"] == self.tensor), None)
             step = f" (a rounding step at {own['op_type']} {own['node']})" if own else ""
@@ -120,15 +130,22 @@ def first_divergence(reference: Model, candidate: Model, ref_engine: str, cand_e
     """Where `candidate` in `cand_engine` parts from `reference` in `ref_engine` on `feeds` (see the module's
     docstring); None when no tensor they share differs. Real runtimes run in a child process (OpenVINO always:
     it shares no process with numpy's BLAS), onnxruntime when `isolate`. CannotLocalize says why it could not."""
+    for model, engine in ((reference, ref_engine), (candidate, cand_engine)):
+        weights = sum(x.value.nbytes for x in model.graph.all_layers() if x.type == "Const" and x.value is not None) \
+            if model.format == "ir" and engine == "openvino" else 0
+        if weights > IR_WEIGHT_BYTES:
+            raise CannotLocalize(f"left out: {model.describe()} holds {weights / 2**30:.1f} GiB of weights, which each "
+                                 f"run of a localization in the OpenVINO runtime would write again")
     sides = [_Side(reference, ref_engine, precisions[0]), _Side(candidate, cand_engine, precisions[1])]
     ref, cand = sides
     shared, left = _shared(sides)
+    outputs = set(reference.output_names())
     for side in sides:
         side.exposed = side.run(exposure.exposed(side.model, shared), feeds, isolate, "with its tensors exposed")
     compared, diverging, widths = [], [], {}
     for name in shared:
         r, c = ref.exposed.get(name), cand.exposed.get(name)
-        why = _incomparable(r, c)
+        why = _incomparable(r, c, name in outputs)
         if why:
             left[why] = left.get(why, 0) + 1
             continue
@@ -137,6 +154,9 @@ def first_divergence(reference: Model, candidate: Model, ref_engine: str, cand_e
         widths[name] = found.max_abs
         if not found.ok:
             diverging.append(name)
+    if not compared:
+        raise CannotLocalize("no tensor the two models share by name could be compared ("
+                             + "; ".join(f"{n} tensor(s) {why}" for why, n in left.items()) + ")")
     if not diverging:
         return None
     values = {n: ref.exposed[n] for n in compared}
@@ -160,20 +180,24 @@ def first_divergence(reference: Model, candidate: Model, ref_engine: str, cand_e
                       [n for n in nodes if rounds.intersection(n.ops)], carried)
         tensors.append(t)
     _at_boundaries([t for t in tensors if not t.alone.ok and t.quantizers], ref, cand, values, feeds, isolate)
-    differing = [t.entry(alone_max_abs=t.alone.max_abs) for t in tensors if t.cause == "node"]
-    if differing:
-        _which_runtime(differing, sides, values, feeds, tolerances, isolate)
+    alone = {t.name: t.entry(alone_max_abs=t.alone.max_abs) for t in tensors if t.cause in ("node", "rounding")}
+    if alone:
+        _which_runtime(list(alone.values()), sides, values, feeds, tolerances, isolate)
+    differing = [alone[t.name] for t in tensors if t.cause == "node"]
     tipped = [{"node": t.quantizers[0].name, "op_type": t.quantizers[0].op, "tensor": t.name, "max_abs": t.width,
-               "cause": t.cause, **({"elements": t.elements} if t.cause == "rounding" else {})}
+               "cause": t.cause, **({"elements": t.elements, "which_runtime": alone[t.name].get("which_runtime")}
+                                    if t.cause == "rounding" else {})}
               for t in tensors if t.cause == "rounding" or (t.cause == "upstream" and not t.carried and t.quantizers)]
     unexplained = [t.entry(max_abs=t.width) for t in tensors
                    if t.cause == "upstream" and not t.carried and not t.quantizers]
     first = tensors[0]
     head = first.entry()
+    nodes, _ = ref.view.region(ref.named[first.name], cuts)
     return Divergence(head["node"], head["op_type"], first.name, first.cause, first.alone.max_abs,
                       max((widths[n] for n in first.ins), default=0.0), first.width, tipped,
                       differing[0].get("which_runtime") if first.cause == "node" else None,
-                      differing[1:] if first.cause == "node" else differing, unexplained, len(compared), diverging,
+                      differing[1:] if first.cause == "node" else differing, unexplained,
+                      [n.name for n in nodes if n is not first.node], len(compared), diverging,
                       "; ".join(f"{n} tensor(s) {why}" for why, n in left.items()))
 
 
@@ -260,25 +284,27 @@ class _Side:
         dtypes = {n: np.asarray(v).dtype for n, v in self.exposed.items()}
         model, fed = exposure.cut(self.model, values, wanted, dtypes)
         got = self.run(model, {**feeds, **fed}, isolate, "cut at its shared tensors", engine, precision)
-        return {n: got[n + ALONE] if n + ALONE in got else got.get(n) for n in wanted}
+        return {n: got.get(n + ALONE) for n in wanted}
 
 
 def _shared(sides: list[_Side]) -> tuple[list[str], dict]:
     """The tensor names both models compute (in the reference's topological order), one per tensor; and how many
     were left out, by reason."""
     shared, seen, left = [], set(), {}
+    outputs = set(sides[0].model.output_names())  # compared whatever their size: the check holds them already
     for name, key in sides[0].named.items():
         other = sides[1].named.get(name)
         if other is None or (0, key) in seen or (1, other) in seen:
             continue
         seen.update(((0, key), (1, other)))
         sizes = [exposure.static_bytes(side.model, k) for side, k in zip(sides, (key, other))]
-        if any(s is not None and s > TENSOR_BYTES for s in sizes):
+        if name not in outputs and any(s is not None and s > TENSOR_BYTES for s in sizes):
             left["above the size limit"] = left.get("above the size limit", 0) + 1
             continue
         shared.append(name)
     if not shared:
-        raise CannotLocalize("the two models share no intermediate tensor by name")
+        counts = f" ({'; '.join(f'{n} tensor(s) {why}' for why, n in left.items())})" if left else ""
+        raise CannotLocalize(f"the two models share no intermediate tensor by name{counts}")
     return shared, left
 
 
@@ -309,12 +335,12 @@ def _which_runtime(differing: list[dict], sides: list[_Side], values, feeds, tol
         return
 
 
-def _incomparable(r, c) -> Optional[str]:
+def _incomparable(r, c, output: bool = False) -> Optional[str]:
     if not isinstance(r, np.ndarray) or not isinstance(c, np.ndarray):
         return "not returned as tensors by both runs"
     if r.shape != c.shape:
         return "of different shapes"
-    if max(r.nbytes, c.nbytes) > TENSOR_BYTES:
+    if not output and max(r.nbytes, c.nbytes) > TENSOR_BYTES:
         return "above the size limit"
     return None
 

@@ -152,8 +152,9 @@ class VerifyReport(Report):
         bad = [c for c in self.checks if not c.ok]
         warned = sum(bool(c.accepted) for c in self.checks)
         if not bad and warned:
-            return (f"agree: {len(self.checks) - warned} comparison(s) within tolerance, {warned} faithful up to "
-                    f"run-time rounding (see the warning)")
+            within = len(self.checks) - warned
+            return (f"agree: {f'{within} comparison(s) within tolerance, ' if within else ''}{warned} comparison(s) "
+                    f"faithful up to run-time rounding (see the warning)")
         if not bad:
             return f"agree: {len(self.checks)} comparison(s) within tolerance"
         parts = []
