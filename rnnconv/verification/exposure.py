@@ -47,7 +47,7 @@ class View:
         out: dict[str, Hashable] = {}
         for node in self.nodes:
             for key in node.outputs:
-                if key not in self.constants:
+                if key not in self.constants and key not in self.inputs:
                     for name in self.names.get(key, ()):
                         out.setdefault(name, key)
         return out

@@ -307,3 +307,25 @@ def test_tensors_above_the_size_limit_are_left_out_and_said(tmp_path, monkeypatc
     code, out, _ = run_cli(["verify", tmp_path / "ref.onnx", tmp_path / "cand.onnx", "--json"])
     found = json.loads(out)["checks"][0]["first_divergence"]
     assert code == 1 and found["left_out"] == "11 tensor(s) above the size limit" and len(found["region"]) == 11
+
+
+def test_from_openvino_keeps_the_irs_tensor_names_so_a_divergence_is_localized_by_them(tmp_path):
+    """IR -> ONNX: the ONNX model from-openvino writes names its values after the IR's tensors (t1 ... t11, as
+    the source named them), so verifying an IR against it matches them; a constant of node 6 moved by hand in the
+    ONNX model is found at node 6 (the IR's layer n6, the reference)."""
+    from rnnconv.commands.from_openvino import from_openvino
+    from rnnconv.commands.to_openvino import to_openvino
+
+    onnx.save(chain(), tmp_path / "src.onnx")
+    to_openvino(tmp_path / "src.onnx", tmp_path / "ir.xml", verify="none")
+    from_openvino(tmp_path / "ir.xml", tmp_path / "back.onnx", verify="none")
+    back = onnx.load(str(tmp_path / "back.onnx"))
+    assert {f"t{i}" for i in range(1, 12)} <= {o for n in back.graph.node for o in n.output}
+    mul = next(n for n in back.graph.node if list(n.output) == ["t6"])
+    const = next(i for i in back.graph.initializer if i.name in mul.input)
+    const.CopyFrom(nh.from_array(nh.to_array(const) + np.float32(0.25), const.name))
+    onnx.save(back, tmp_path / "bad.onnx")
+    code, out, _ = run_cli(["verify", tmp_path / "ir.xml", tmp_path / "bad.onnx", "--json"])
+    assert code == 1
+    found = json.loads(out)["checks"][0]["first_divergence"]
+    assert (found["node"], found["tensor"], found["cause"], found["region"]) == ("n6", "t6", "node", [])
