@@ -4,15 +4,15 @@ name exposed (ONNX value names survive in OpenVINO's tensor names), the tensors 
 topological order, and each that differs beyond tolerance is computed again alone, in both runtimes, on the
 reference's values of what it reads (`exposure.cut`: every shared tensor fed, so each node runs alone at once).
 
-The cause, per diverging tensor: the node computes differently given identical inputs ("node"); or it agrees and
-its inputs already differed ("upstream"); or, a run-time quantizer, given identical inputs it rounds values one
-step the other way only where a last bit of its inputs moves the reference's own rounding too ("rounding": its
-float arithmetic before the rounding differs by a last bit). An "upstream" tensor computed from nothing that
-diverged (nor from what was computed from it) is a tip: a difference within tolerance crossed a rounding step.
-Where no node computes differently and every tip is a run-time quantizer of the REFERENCE (the source's ops:
-DynamicQuantizeLinear, QuantizeLinear, Round, Floor or Ceil of computed values; OpenVINO's Round, Floor, Ceiling
-and FakeQuantize), the conversion is faithful (`rounding_verdict`): the comparison passes, with a warning saying
-what differs. Localization never decides a verdict by failing: what it cannot do is said in one line.
+The cause, per diverging tensor (`divergence.Divergence`): the node computes differently given identical inputs
+("node"); or it agrees and its inputs already differed ("upstream"); or, holding a run-time quantizer, it differs
+given identical inputs only where float arithmetic before a rounding tips it ("rounding": values one step the other
+way where a last bit of its inputs moves the reference's own rounding too, or rnnconv's engine in float64 where it
+agrees in float32). An "upstream" tensor computed from nothing that diverged is a tip: a difference within
+tolerance crossed a rounding step. Where no node computes differently and every tip is a run-time quantizer of the
+REFERENCE (the source's ops, `divergence.QUANTIZERS`), the conversion is faithful (`divergence.rounding_verdict`):
+the comparison passes, with a warning saying what differs. Localization never decides a verdict by failing: what
+it cannot do is said in one line.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from rnnconv.engine import serving
 from rnnconv.verification import engines, exposure
+from rnnconv.verification.divergence import QUANTIZERS, CannotLocalize, Divergence, NotLocalized, rounding_verdict
 from rnnconv.verification.exposure import ALONE
 from rnnconv.verification.model import Model
 from rnnconv.verification.results import Check, compare, magnitude
@@ -34,93 +36,6 @@ TENSOR_BYTES = 16 << 20
 # An IR in the OpenVINO runtime is written again (.xml and .bin) for each run a localization makes: past this much
 # Const data, that costs more than the comparison that failed, and the localization is left out, said.
 IR_WEIGHT_BYTES = 1 << 30
-# Ops that round values computed at run time: a last bit of what they read tips a rounding step.
-QUANTIZERS = {"onnx": {"DynamicQuantizeLinear", "QuantizeLinear", "Round", "Floor", "Ceil", "DynamicQuantizeMatMul",
-                       "DynamicQuantizeLSTM"},
-              "ir": {"Round", "Floor", "Ceiling", "FakeQuantize"}}
-
-
-class CannotLocalize(Exception):
-    """Why a localization could not be made (one line)."""
-
-
-@dataclasses.dataclass
-class Divergence:
-    """The first tensor, in the reference's topological order, where two runs of a model differ beyond tolerance,
-    the node (the reference's) that computes it and why it differs; and what the whole localization found."""
-
-    node: str
-    op_type: str
-    tensor: str
-    # "node": computes differently given identical inputs; "upstream": agrees given identical inputs, its inputs
-    # already differed; "rounding": given identical inputs a run-time quantizer rounds values one step the other
-    # way, each at a rounding boundary (a last bit of its inputs moves the reference's own result there too)
-    cause: str
-    alone_max_abs: float  # the node alone in both runtimes on the reference's values of its inputs
-    input_max_abs: float  # how far those inputs differed between the two runs
-    max_abs: float  # how far the tensor differed between the two runs
-    # run-time quantizers of the reference that a last bit tipped by a rounding step ("upstream" or "rounding")
-    tipped: list = dataclasses.field(default_factory=list)
-    which_runtime: Optional[str] = None  # an OpenVINO runtime computing an IR otherwise than the IR's ops
-    # every node that computes differently given identical inputs (beyond this one)
-    computes_differently: list = dataclasses.field(default_factory=list)
-    unexplained: list = dataclasses.field(default_factory=list)  # tips at nodes that round nothing
-    # the reference's nodes before it that ran with it, alone: their tensors are not compared (another name, or
-    # above the size limit)
-    region: list = dataclasses.field(default_factory=list)
-    compared: int = 0
-    diverging: list = dataclasses.field(default_factory=list, repr=False)  # names of every diverging tensor
-    left_out: str = ""  # tensors not compared, and why
-
-    def text(self) -> str:
-        where = f"{self.op_type} {self.node!r}" + (f" (tensor {self.tensor})" if self.tensor != self.node else "")
-        if self.region:
-            where += (f" with {', '.join(repr(n) for n in self.region[:3])}" + (" ..." if len(self.region) > 3 else "")
-                      + " before it (tensors not compared)")
-        if self.cause == "node":
-            text = f"{where}: the node computes differently given identical inputs (max abs {self.alone_max_abs:.3g})"
-            return text + (f"; {self.which_runtime}" if self.which_runtime else "")
-        if self.cause == "rounding":
-            own = next(t for t in self.tipped if t["tensor"] == self.tensor)
-            text = (f"{where}: given identical inputs the node rounds {own['elements']} value(s) one step the other "
-                    f"way, each at a rounding boundary (a last bit of its inputs moves it there)"
-                    + (f"; {own['which_runtime']}" if own.get("which_runtime") else ""))
-        else:
-            own = next((t for t in self.tipped if t["tensor"] == self.tensor), None)
-            step = f" (a rounding step at {own['op_type']} {own['node']})" if own else ""
-            text = (f"{where}: the node agrees given identical inputs; its inputs already differed by "
-                    f"{self.input_max_abs:.3g}{step}")
-        if self.computes_differently:
-            other = self.computes_differently[0]
-            text += (f"; {other['op_type']} {other['node']!r} computes differently given identical inputs (max abs "
-                     f"{other['alone_max_abs']:.3g})" + (f"; {other['which_runtime']}" if other.get("which_runtime")
-                                                         else ""))
-        return text
-
-    def as_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d.pop("diverging")
-        d["diverging_tensors"] = len(self.diverging)
-        d["text"] = self.text()
-        return d
-
-    @property
-    def faithful(self) -> bool:
-        """Every node agrees given identical inputs, and every tip is a run-time quantizer of the reference."""
-        return self.cause != "node" and not self.computes_differently and not self.unexplained and bool(self.tipped)
-
-
-@dataclasses.dataclass
-class NotLocalized:
-    """Why a failing comparison has no localization."""
-
-    reason: str
-
-    def text(self) -> str:
-        return f"not localized: {self.reason}"
-
-    def as_dict(self) -> dict:
-        return {"error": self.reason}
 
 
 def first_divergence(reference: Model, candidate: Model, ref_engine: str, cand_engine: str,
@@ -129,7 +44,22 @@ def first_divergence(reference: Model, candidate: Model, ref_engine: str, cand_e
                      ) -> Optional[Divergence]:
     """Where `candidate` in `cand_engine` parts from `reference` in `ref_engine` on `feeds` (see the module's
     docstring); None when no tensor they share differs. Real runtimes run in a child process (OpenVINO always:
-    it shares no process with numpy's BLAS), onnxruntime when `isolate`. CannotLocalize says why it could not."""
+    it shares no process with numpy's BLAS), onnxruntime when `isolate`: one child per runtime for all the runs
+    (serving), which imports its runtime once. CannotLocalize says why it could not."""
+    if serving.sharing():
+        return _first_divergence(reference, candidate, ref_engine, cand_engine, feeds, tolerances, precisions,
+                                 isolate)
+    serving.share(True)
+    try:
+        return _first_divergence(reference, candidate, ref_engine, cand_engine, feeds, tolerances, precisions,
+                                 isolate)
+    finally:
+        serving.share(False)  # the children started here end here
+
+
+def _first_divergence(reference: Model, candidate: Model, ref_engine: str, cand_engine: str,
+                      feeds: Mapping[str, np.ndarray], tolerances: Tolerances, precisions: Sequence[str],
+                      isolate: bool) -> Optional[Divergence]:
     for model, engine in ((reference, ref_engine), (candidate, cand_engine)):
         weights = sum(x.value.nbytes for x in model.graph.all_layers() if x.type == "Const" and x.value is not None) \
             if model.format == "ir" and engine == "openvino" else 0
@@ -179,14 +109,15 @@ def first_divergence(reference: Model, candidate: Model, ref_engine: str, cand_e
                       _compare(name, ref.alone[name], cand.alone[name], tolerances),
                       [n for n in nodes if rounds.intersection(n.ops)], carried)
         tensors.append(t)
-    _at_boundaries([t for t in tensors if not t.alone.ok and t.quantizers], ref, cand, values, feeds, isolate)
+    _roundings([t for t in tensors if not t.alone.ok and t.quantizers], ref, cand, values, feeds, tolerances, isolate)
     alone = {t.name: t.entry(alone_max_abs=t.alone.max_abs) for t in tensors if t.cause in ("node", "rounding")}
     if alone:
         _which_runtime(list(alone.values()), sides, values, feeds, tolerances, isolate)
     differing = [alone[t.name] for t in tensors if t.cause == "node"]
     tipped = [{"node": t.quantizers[0].name, "op_type": t.quantizers[0].op, "tensor": t.name, "max_abs": t.width,
-               "cause": t.cause, **({"elements": t.elements, "which_runtime": alone[t.name].get("which_runtime")}
-                                    if t.cause == "rounding" else {})}
+               "cause": t.cause, **({"elements": t.elements, "how": t.how,
+                                     "which_runtime": alone[t.name].get("which_runtime")} if t.cause == "rounding"
+                                    else {})}
               for t in tensors if t.cause == "rounding" or (t.cause == "upstream" and not t.carried and t.quantizers)]
     unexplained = [t.entry(max_abs=t.width) for t in tensors
                    if t.cause == "upstream" and not t.carried and not t.quantizers]
@@ -214,6 +145,7 @@ class _Diverged:
     carried: bool  # some of `ins` diverged, or were computed from a tensor that did
     elements: int = 0  # "rounding": how many values it rounds the other way
     rounding: bool = False
+    how: str = ""  # "rounding": "boundary" (a last bit of its inputs moves them) or "float64" (rnnconv's engine)
 
     @property
     def cause(self) -> str:
@@ -225,36 +157,51 @@ class _Diverged:
 
 
 # How far the reference's inputs are nudged to find its own rounding boundaries: units in the last place of
-# float32 (what two runtimes' float arithmetic before a rounding differs by, with a margin).
-NUDGE_ULPS = 8
+# float32, at random per element between these (what two runtimes' float arithmetic before a rounding differs by,
+# with a margin; never the same for all elements, which a quantizer's own scale would follow).
+NUDGE_ULPS = (2, 16)
 
 
-def _at_boundaries(suspects: list, ref: "_Side", cand: "_Side", values: Mapping[str, np.ndarray], feeds,
-                   isolate: bool) -> None:
-    """Which of `suspects` (a region with a run-time quantizer that differs given identical inputs) differ by one
-    rounding step only at elements that a last bit moves: the reference's region is run again on its float
-    inputs nudged by NUDGE_ULPS, up and down at random per element; an element whose rounding a nudge moves in the
-    reference itself lies on a boundary. Only integer results are judged so (a step of a quantized value)."""
-    suspects = [t for t in suspects if np.asarray(ref.alone[t.name]).dtype.kind in "iub"]
+def _roundings(suspects: list, ref: "_Side", cand: "_Side", values: Mapping[str, np.ndarray], feeds,
+               tolerances: Tolerances, isolate: bool) -> None:
+    """Which of `suspects` (a region holding a run-time quantizer of the reference, which differs given identical
+    inputs) differ only where float arithmetic before a rounding tips it ("rounding"):
+
+    - a side that ran in rnnconv's engine in float64 agrees once run in float32, the model's precision: the
+      engine's float64 arithmetic rounds otherwise (a quantized recurrence carries that);
+    - an integer result (a quantized value) differs by one step only at elements that a last bit moves: the
+      reference's region is run again on its float inputs nudged by NUDGE_ULPS, up and down, in two random
+      patterns; an element whose rounding a nudge moves in the reference itself lies on a boundary."""
+    names = [t.name for t in suspects]
+    wide = [side for side in (ref, cand) if side.engine == "rnnconv" and side.precision == "float64"]
+    if names and wide:
+        again = {id(side): side.run_cut(values, names, feeds, isolate, precision="float32") for side in wide}
+        for t in suspects:
+            r, c = (again.get(id(side), side.alone)[t.name] for side in (ref, cand))
+            if _compare(t.name, r, c, tolerances).ok:
+                t.rounding, t.how, t.elements = True, "float64", t.alone.n_bad
+    suspects = [t for t in suspects if not t.rounding and np.asarray(ref.alone[t.name]).dtype.kind in "iub"]
     nudged_names = sorted({n for t in suspects for n in t.ins if np.asarray(values[n]).dtype.kind == "f"})
     if not suspects or not nudged_names:
         return
     rng = np.random.default_rng(0)
-    moved = {t.name: np.zeros(ref.alone[t.name].shape, bool) for t in suspects}
-    signs = {n: rng.choice([-1.0, 1.0], size=np.shape(values[n])) for n in nudged_names}
-    for direction in (1.0, -1.0):
-        nudged = dict(values)
-        for n in nudged_names:
-            v = np.asarray(values[n])
-            step = np.spacing(np.abs(v).astype(np.float32)).astype(np.float64) * NUDGE_ULPS
-            nudged[n] = (v + direction * signs[n] * step).astype(v.dtype)
-        got = ref.run_cut(nudged, [t.name for t in suspects], feeds, isolate)
-        for t in suspects:
-            moved[t.name] |= np.asarray(got[t.name]) != ref.alone[t.name]
+    moved = {t.name: np.zeros(np.shape(ref.alone[t.name]), bool) for t in suspects}
+    for _ in range(2):
+        ulps = {n: rng.integers(*NUDGE_ULPS, size=np.shape(values[n]), endpoint=True)
+                * rng.choice([-1.0, 1.0], size=np.shape(values[n])) for n in nudged_names}
+        for direction in (1.0, -1.0):
+            nudged = dict(values)
+            for n in nudged_names:
+                v = np.asarray(values[n])
+                step = np.spacing(np.abs(v).astype(np.float32)).astype(np.float64) * ulps[n]
+                nudged[n] = (v + direction * step).astype(v.dtype)
+            got = ref.run_cut(nudged, [t.name for t in suspects], feeds, isolate)
+            for t in suspects:
+                moved[t.name] |= np.asarray(got[t.name]) != np.asarray(ref.alone[t.name])
     for t in suspects:
         steps = np.asarray(cand.alone[t.name]).astype(np.int64) - np.asarray(ref.alone[t.name]).astype(np.int64)
         if np.abs(steps).max() <= 1 and not np.any((steps != 0) & ~moved[t.name]):
-            t.rounding, t.elements = True, int(np.count_nonzero(steps))
+            t.rounding, t.how, t.elements = True, "boundary", int(np.count_nonzero(steps))
 
 
 @dataclasses.dataclass
@@ -351,32 +298,6 @@ def _compare(name: str, r, c, tolerances: Tolerances):
     with np.errstate(all="ignore"):  # intermediate tensors may hold what outputs never do (huge, infinite)
         atol, rtol = tolerances.for_output(name, np.asarray(r).dtype, np.asarray(c).dtype, magnitude=magnitude(r))
         return compare(name, r, c, atol, rtol)
-
-
-# -- the verdict ------------------------------------------------------------------------------------------------
-
-def rounding_verdict(check: Check, divergence, ref_outputs: Mapping[str, np.ndarray],
-                     cand_outputs: Mapping[str, np.ndarray]) -> Optional[str]:
-    """The warning under which a failing whole-model comparison passes: every node agrees given identical inputs,
-    every tip is a run-time quantizer of the reference (the source's ops, never the converted model's), and every
-    failing output diverged in the localization's runs too. None: the comparison stays failed."""
-    if not isinstance(divergence, Divergence) or not divergence.faithful:
-        return None
-    bad = [o for o in check.outputs if not o.ok]
-    if any(o.problem for o in bad) or not {o.name for o in bad} <= set(divergence.diverging):
-        return None
-    quantizers = list(dict.fromkeys(f"{t['op_type']} {t['node']}" for t in divergence.tipped))
-    named = ", ".join(quantizers[:3]) + (f" and {len(quantizers) - 3} more" if len(quantizers) > 3 else "")
-    agree = []
-    for o in bad:
-        r, c = np.asarray(ref_outputs.get(o.name)), np.asarray(cand_outputs.get(o.name))
-        if r.ndim and r.shape == c.shape and r.shape[-1] > 1 and r.dtype.kind == "f":
-            same = float(np.mean(np.argmax(r, axis=-1) == np.argmax(c, axis=-1)))
-            agree.append(f"{o.name} {100 * same:.1f}%")
-    argmax = f"; argmax over the last axis agrees: {', '.join(agree)}" if agree else ""
-    return (f"faithful up to run-time rounding: given identical inputs every node agrees, but for values on a "
-            f"rounding boundary of the source's run-time quantizers ({named}), where a last bit tips a rounding step; "
-            f"the outputs differ by max abs {check.max_abs:.3g} ({', '.join(o.name for o in bad)}){argmax}")
 
 
 def attach(check: Check, ref_run, cand_run, feeds: Mapping[str, np.ndarray], tolerances: Tolerances, *,
