@@ -22,7 +22,6 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from rnnconv.engine import serving
 from rnnconv.verification import engines, exposure
 from rnnconv.verification.divergence import QUANTIZERS, CannotLocalize, Divergence, NotLocalized, rounding_verdict
 from rnnconv.verification.exposure import ALONE
@@ -44,22 +43,7 @@ def first_divergence(reference: Model, candidate: Model, ref_engine: str, cand_e
                      ) -> Optional[Divergence]:
     """Where `candidate` in `cand_engine` parts from `reference` in `ref_engine` on `feeds` (see the module's
     docstring); None when no tensor they share differs. Real runtimes run in a child process (OpenVINO always:
-    it shares no process with numpy's BLAS), onnxruntime when `isolate`: one child per runtime for all the runs
-    (serving), which imports its runtime once. CannotLocalize says why it could not."""
-    if serving.sharing():
-        return _first_divergence(reference, candidate, ref_engine, cand_engine, feeds, tolerances, precisions,
-                                 isolate)
-    serving.share(True)
-    try:
-        return _first_divergence(reference, candidate, ref_engine, cand_engine, feeds, tolerances, precisions,
-                                 isolate)
-    finally:
-        serving.share(False)  # the children started here end here
-
-
-def _first_divergence(reference: Model, candidate: Model, ref_engine: str, cand_engine: str,
-                      feeds: Mapping[str, np.ndarray], tolerances: Tolerances, precisions: Sequence[str],
-                      isolate: bool) -> Optional[Divergence]:
+    it shares no process with numpy's BLAS), onnxruntime when `isolate`. CannotLocalize says why it could not."""
     for model, engine in ((reference, ref_engine), (candidate, cand_engine)):
         weights = sum(x.value.nbytes for x in model.graph.all_layers() if x.type == "Const" and x.value is not None) \
             if model.format == "ir" and engine == "openvino" else 0
