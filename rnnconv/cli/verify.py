@@ -45,7 +45,9 @@ def command(reference, candidate, engine, reference_engine, candidate_engine, sa
 
     Outputs are matched by name and their shapes must match exactly. Every run is compared with the baseline:
     REFERENCE in its (first) engine. An element is bad when |cand - ref| > atol + rtol * |ref|; default
-    tolerances by dtype: {TOLERANCE_DEFAULTS}.
+    tolerances by dtype: {TOLERANCE_DEFAULTS}. A comparison that fails names the first node where the two runs
+    part and why (the node computes differently given identical inputs, or its inputs already differed); one that
+    differs only by run-time rounding of the reference's quantizers passes with a warning.
 
     Exit {EXIT_OK} when they agree, {EXIT_VERIFY} when they do not, {EXIT_USAGE} on a usage error,
     {EXIT_UNSUPPORTED} when an engine asked for by name cannot run a model (see `rnnconv check`),

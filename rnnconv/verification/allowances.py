@@ -1,10 +1,11 @@
-"""Why a whole-model check is left out, or held to another tolerance: facts about this machine (memory to
-compile), rnnconv's IR interpreter (kernels it lacks), the runtimes (what they refuse) and the models (values
-rounded at run time). `checks` asks; each answer is the sentence the report prints."""
+"""Why a whole-model comparison is left out, or held to another tolerance: facts about this machine (memory to
+compile), rnnconv's IR interpreter (kernels it lacks), the runtimes (what they refuse, what OpenVINO's import
+approximates) and the models (quantization computed at run time). `plan.choose` asks; each answer is the sentence
+the report prints. Whether a failing comparison is faithful up to run-time rounding is `localize`'s verdict, from
+what each node computes."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Optional
 
 from rnnconv import runtimes
@@ -71,28 +72,6 @@ def requantized(model: Model) -> Optional[str]:
     return (f"IR interpreter: the whole model left out: {onnx_quantized.OP} {tipped[0].name!r} quantizes at run time "
             f"what float ops compute, where the two engines' last bits can differ and tip a rounding step; each "
             f"quantized layer was checked alone")
-
-
-# Ops that round values computed at run time (dynamic quantization: OpenVINO's import writes it as Round).
-RUNTIME_ROUNDING = {"onnx": ("DynamicQuantizeLinear", "DynamicQuantizeMatMul", "Round"), "ir": ("Round",)}
-
-
-def runtime_rounding(before: Model, after: Model) -> Optional[str]:
-    """Why a whole-model comparison that fails is held again to the 'dequantized' tolerance: the source rounds
-    values it computes at run time (dynamic quantization), where a last bit of the ops before, which two engines
-    compute alike only to float precision, tips a rounding step (ddddocr 1.6.1's quantized OCR model: 0.096
-    between onnxruntime and OpenVINO's own conversion of it). The node checks still hold each recurrent layer
-    alone at the usual tolerance. None when the source rounds nothing at run time."""
-    if before.format == after.format:
-        return None
-    types = ([n.op_type for n, _, _ in onnx_recurrent.walk(before.onnx)] if before.format == "onnx" else
-             [layer.type for layer in before.graph.all_layers()])
-    found = Counter(t for t in types if t in RUNTIME_ROUNDING[before.format])
-    if not found:
-        return None
-    ops = ", ".join(f"{op} {k}" for op, k in sorted(found.items()))
-    return (f"the source rounds values computed at run time ({ops}), where two engines' last bits can tip a "
-            f"rounding step: the whole model is held to the 'dequantized' tolerance")
 
 
 def approximates(engine: str, model: Model) -> Optional[str]:

@@ -165,15 +165,14 @@ class Side:
 
 @dataclasses.dataclass(frozen=True)
 class Comparison:
-    """`candidate` against `reference` (None: the baseline) on the same inputs. `held_again`: an allowance: a
-    comparison that fails is held again to the 'dequantized' tolerance, the reason said with the strict figure.
-    `left_out_early`: a note, the comparison left out when the OpenVINO runtime's early run stands for it;
-    `redundant`: left out, with this note, when rnnconv's engine ran both models entirely in onnxruntime."""
+    """`candidate` against `reference` (None: the baseline) on the same inputs. `left_out_early`: a note, the
+    comparison left out when the OpenVINO runtime's early run stands for it; `redundant`: left out, with this note,
+    when rnnconv's engine ran both models entirely in onnxruntime. A comparison that fails is localized by the
+    runner (verification/localize.py), whose verdict may find it faithful up to run-time rounding."""
 
     subject: str
     reference: Optional[Side]  # None: the baseline
     candidate: Side
-    held_again: Optional[str] = None
     left_out_early: Optional[str] = None
     redundant: Optional[str] = None
 
@@ -219,14 +218,11 @@ def choose(whole: WholeModel, machine: Machine) -> Choice:
     Case 8: otherwise both models run in their runtimes; a runtime that cannot run the source is replaced by
         rnnconv's engine, one that refuses the converted model fails the comparison unless a runtime fact
         explains the refusal (then rnnconv's engine runs it instead); see runner's outcomes. The ONNX file the
-        command writes (WholeModel.as_written) runs from that file as users load it.
-    Every comparison between ONNX and IR whose source rounds values at run time is held again to 'dequantized'
-    when it fails (allowances.runtime_rounding)."""
+        command writes (WholeModel.as_written) runs from that file as users load it."""
     before, after, runtimes = whole.before, whole.after, whole.runtimes
     precision = whole.precision or precision_of(before)
     cross = before.format != after.format
     openvino = machine.openvino if runtimes.openvino is None else runtimes.openvino
-    held_again = allowances.runtime_rounding(before, after)
     baseline = (ONNXRUNTIME, RNNCONV) if cross and before.format == "onnx" else (RNNCONV,)
     chosen: list[Chosen] = []
 
@@ -238,7 +234,6 @@ def choose(whole: WholeModel, machine: Machine) -> Choice:
                  and unfit(after, machine, early=True) is None)
         chosen.append(Comparison(
             "model", None, Side(after, RNNCONV, precision, failure=Failure.SKIPS),
-            held_again=held_again,
             left_out_early=("IR interpreter: the whole model left out (big layers: each ran alone in it; the "
                             "OpenVINO runtime runs the whole model)") if early else None,
             redundant=None if cross else ("engine vs engine: left out, rnnconv's engine ran both models entirely in "
@@ -262,7 +257,7 @@ def choose(whole: WholeModel, machine: Machine) -> Choice:
             "model",
             Side(before, engine_b, isolate=runtimes.isolate, failure=Failure.STANDS_IN,
                  known=allowances.known_refusal(before, engine_b), unavailable=why_b),
-            _converted(after, engine_a, runtimes.isolate, whole.as_written), held_again=held_again))
+            _converted(after, engine_a, runtimes.isolate, whole.as_written)))
     return Choice(baseline, tuple(chosen))
 
 

@@ -9,7 +9,8 @@ and `rnnconv verify` go through it; `plan.choose` decides which comparisons a pl
    model's longer runs (`Longer`), or `rnnconv verify`'s runs (`Versus`);
 4. a written ONNX model loaded and run once in onnxruntime as users run it (`WholeModel.as_written`).
 
-A failing whole-model comparison is handed to `localize_failure`, the one place localization starts from.
+Every failing whole-model comparison (any command's, and `rnnconv verify`'s) is localized in one place,
+`localize_failure`: where the two runs part, and why (verification/localize.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from rnnconv import io
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.engine import ONNXRUNTIME, OPENVINO, RNNCONV, openvino_runtime
 from rnnconv.errors import BadInput, RnnconvError, Unsupported, UsageError, human_size
-from rnnconv.verification import engines, exercise
+from rnnconv.verification import engines, exercise, localize
 from rnnconv.verification.checks import (
     Run,
     compare_runs,
@@ -93,12 +94,15 @@ def verify_plan(plan: CheckPlan, options: CheckOptions, report: Report, *,
 
 
 def localize_failure(check: Check, reference: Run, candidate: Run, feeds: Mapping[str, np.ndarray],
-                     tolerances: Tolerances) -> None:
-    """The one place a failing whole-model comparison (a conversion's or `rnnconv verify`'s) is handed to
-    localization: `reference` and `candidate` ran on `feeds` and `check` failed. Localization (the first tensor
-    where the two runs part, and the cause) is to be attached here as `check.first_divergence`, from
-    verification/localize.py's first_divergence(reference.model, candidate.model, reference.engine,
-    candidate.engine, feeds, tolerances)."""
+                     tolerances: Tolerances, *, isolate: bool = False) -> None:
+    """The one place a failing whole-model comparison (a conversion's, fuse's longer runs, `rnnconv verify`'s) is
+    localized: `reference` and `candidate` ran on `feeds` and `check` failed. `check.first_divergence` gets where
+    the two runs part and why (localize.attach), and `check.accepted` the warning under which it passes where the
+    only difference is run-time rounding of the reference's quantizers. A run that failed, or a run against
+    itself (a crashed runtime), has nothing to localize."""
+    if check.ok or not (reference.ok and candidate.ok) or reference is candidate:
+        return
+    localize.attach(check, reference, candidate, feeds, tolerances, isolate=isolate)
 
 
 # -- the OpenVINO runtime's early run -------------------------------------------------------------------------------
@@ -276,7 +280,7 @@ def _whole(whole: WholeModel, choice, options: CheckOptions, report: Report, sta
     report.notes.extend([note] if note else [])
     runs = _Runs(whole, sets, precision, started, stage)
     runs.add(baseline)
-    compared = _Compared(before, after, options, report, sets)
+    compared = _Compared(whole, options, report, sets)
     found: list[Check] = []
     for item in choice.comparisons:
         if isinstance(item, LeftOut):
@@ -296,24 +300,19 @@ def _whole(whole: WholeModel, choice, options: CheckOptions, report: Report, sta
 
 
 class _Compared:
-    """compare_runs for one whole model, with the allowances of its comparison, every failure handed to
-    localize_failure."""
+    """compare_runs for one whole model, every failure handed to localize_failure."""
 
-    def __init__(self, before: Model, after: Model, options: CheckOptions, report: Report, sets: list):
-        self.names, self.options, self.report, self.sets = before.output_names(), options, report, sets
-        self.declared = {**after.output_dtypes(), **before.output_dtypes()}
+    def __init__(self, whole: WholeModel, options: CheckOptions, report: Report, sets: list):
+        self.names, self.options, self.report, self.sets = whole.before.output_names(), options, report, sets
+        self.declared = {**whole.after.output_dtypes(), **whole.before.output_dtypes()}
+        self.isolate = whole.runtimes.isolate
 
     def __call__(self, c: Comparison, ref: Run, cand: Run, note: str = "") -> list[Check]:
         found = compare_runs(c.subject, ref, cand, self.options.tolerances, self.names, self.declared, note)
-        if c.held_again and cand.ok and not all(check.ok for check in found):
-            # Where the source rounds values computed at run time: held again to 'dequantized', saying so.
-            self.report.notes.append(f"{c.held_again}; {found[0].engines}: max abs "
-                                     f"{max(check.max_abs for check in found):.3g} at the usual tolerance")
-            found = compare_runs(c.subject, ref, cand, self.options.holding(dequantized=True).tolerances,
-                                 self.names, self.declared, note)
         for check in found:
-            if not check.ok and ref.ok and cand.ok:
-                localize_failure(check, ref, cand, self.sets[check.run or 0][0], self.options.tolerances)
+            if not check.ok:
+                localize_failure(check, ref, cand, self.sets[check.run or 0][0], self.options.tolerances,
+                                 isolate=self.isolate)
         return found
 
 
@@ -442,10 +441,9 @@ def _longer(longer: Longer, options: CheckOptions) -> list[Check]:
         cand = dataclasses.replace(cand, outputs=[cut])
     names = [k for k, _ in longer.outputs]
     found = compare_runs(longer.subject, ref, cand, options.tolerances, names, {}, engines_text=ONNXRUNTIME)
-    if ref.ok:
-        for check in found:
-            if not check.ok and cand.ok:
-                localize_failure(check, ref, cand, feeds, options.tolerances)
+    for check in found:
+        if not check.ok:
+            localize_failure(check, ref, cand, feeds, options.tolerances)
     return found
 
 

@@ -46,7 +46,6 @@ def test_onnx_to_onnx_compares_engine_then_onnxruntime():
     engine, runtime = choice.comparisons
     assert engine.redundant and engine.candidate.failure is Failure.SKIPS  # Case 4
     assert runtime.reference.failure is Failure.STANDS_IN and runtime.candidate.failure is Failure.FAILS  # Case 8
-    assert engine.held_again is None and runtime.held_again is None  # same format: no rounding allowance
 
 
 def test_a_refusal_a_runtime_fact_explains_lets_the_engine_stand_in():
@@ -91,14 +90,6 @@ def test_big_layers_with_the_runtime_under_way_leave_the_interpreter_out():
                   WholeModel(whole.before, whole.after, Runtimes(early=True), "float64")):
         assert choose(other, WITH_OPENVINO).comparisons[0].left_out_early is None
     assert choose(whole, WITHOUT).comparisons[0].left_out_early is None
-
-
-def test_run_time_rounding_is_held_again_across_formats_only():
-    quantized = open_model(FIXTURES / "quantized" / "lstm_int8.onnx")
-    assert choose(WholeModel(quantized, quantized), WITHOUT).comparisons[-1].held_again is None
-    source = onnx_of()
-    assert all(c.held_again is None for c in choose(WholeModel(source, open_model(IR)), WITH_OPENVINO).comparisons
-               if isinstance(c, Comparison))
 
 
 def test_choose_runs_nothing(monkeypatch):

@@ -34,7 +34,7 @@ def chain(k: int = 0, n: int = 4) -> onnx.ModelProto:
 def handed(monkeypatch):
     seen = []
 
-    def record(check, reference, candidate, feeds, tolerances):
+    def record(check, reference, candidate, feeds, tolerances, isolate=False):
         seen.append((check.subject, reference.engine, candidate.engine, sorted(feeds), reference.ok, candidate.ok))
 
     monkeypatch.setattr(runner, "localize_failure", record)
