@@ -13,6 +13,7 @@ import onnx_ir as ir
 
 from rnnconv import conversion
 from rnnconv.dialects import onnx_recurrent
+from rnnconv.engine import ONNXRUNTIME
 from rnnconv.errors import Unsupported
 from rnnconv.passes import free_sequence as freeing
 from rnnconv.passes.fuse_cells import FusePass, survey
@@ -96,8 +97,8 @@ def _free(model: ir.Model, before: Optional[Model], job: conversion.Job) -> tupl
         more[axis] = LONGER
         longer[value.name] = np.concatenate([feeds[value.name], np.zeros(more, feeds[value.name].dtype)], axis=axis)
     try:
-        at_t = engines.run_once("onnxruntime", onnx_model(model), feeds)
-        at_longer = engines.run_once("onnxruntime", onnx_model(model), longer)
+        at_t = engines.run_once(ONNXRUNTIME, onnx_model(model), feeds)
+        at_longer = engines.run_once(ONNXRUNTIME, onnx_model(model), longer)
     except engines.CannotRun as err:
         raise Unsupported(f"cannot free the sequence length: the freed model does not run ({err})") from err
     time_axes, fixed = {}, []
