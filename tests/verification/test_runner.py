@@ -72,3 +72,32 @@ def test_a_conversions_failing_whole_model_comparison_is_handed_over(tmp_path, h
     failing = [c for c in err.value.report.checks if not c.ok]
     assert failing and [s[0] for s in handed] == [c.subject for c in failing]
     assert all(s[1] in ("rnnconv", "onnxruntime") and s[4] and s[5] for s in handed)
+
+
+def test_a_conversions_failing_comparison_names_the_node_that_computes_differently(tmp_path, monkeypatch):
+    """Localization runs in the runner for a conversion as for `verify`: the converted GRU's W moved by 1% after the
+    node checks (a divergence made by hand at a known node), `upgrade --json` exits 1 and every failing whole-model
+    comparison names that node, given identical inputs computing differently."""
+    import json
+
+    from rnnconv import conversion
+    from tests.conftest import recurrent_model, run_cli
+
+    real = conversion.Passes.translate
+
+    def spoiled(self, loaded, job):
+        done = real(self, loaded, job)
+        w = done.model.graph.initializers["W"]
+        w.const_value = ir.tensor(w.const_value.numpy() * 1.01, name="W")
+        return done
+
+    monkeypatch.setattr(conversion.Passes, "translate", spoiled)
+    onnx.save(recurrent_model("GRU", opset=7), tmp_path / "m.onnx")
+    code, out, _ = run_cli(["upgrade", tmp_path / "m.onnx", "-o", tmp_path / "o.onnx", "--opset", "14", "--json"])
+    assert code == 1 and not (tmp_path / "o.onnx").exists()
+    failing = [c for c in json.loads(out)["checks"] if not c["ok"]]
+    assert failing and all(c["subject"] == "model" for c in failing)
+    for check in failing:
+        found = check["first_divergence"]
+        assert (found["node"], found["op_type"], found["cause"]) == ("gru", "GRU", "node"), found
+        assert found["alone_max_abs"] > 1e-4 and found["input_max_abs"] == 0.0
