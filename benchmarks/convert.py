@@ -69,8 +69,8 @@ import sys, numpy as np
 from rnnconv.engine import openvino_runtime
 from rnnconv.verification.inputs import SMALL_DIM
 shape = (SMALL_DIM["sequence"], SMALL_DIM["batch"], int(sys.argv[2]))
-openvino_runtime.run(sys.argv[1], {"X": np.random.default_rng(0).standard_normal(shape).astype(np.float32)},
-                     reshape=True)
+openvino_runtime.run_files(sys.argv[1], {"X": np.random.default_rng(0).standard_normal(shape).astype(np.float32)},
+                           reshape=True)
 """
 
 SIZES = {"256M": 2048, "1G": 4096, "2.5G": 6400}  # hidden sizes: W and R of 2 directions = 64 H^2 bytes

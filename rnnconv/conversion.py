@@ -1,12 +1,14 @@
 """The one conversion pipeline every converting command runs (as onnxsim's `simplify(model) -> (model, ok)`):
-`run(source, translator, checks)` loads the source, guards the output, checks the tolerance names, lets the
-translator convert, checks each replaced node against its replacement and the whole model before against after
-(`verification.checks`), writes only when every check passed, and returns the Result with its report. A command
+`run_conversion(source, translator, options)` loads the source, guards the output, checks the tolerance names,
+lets the translator convert (it returns the model it made and its CheckPlan), hands the plan to verification's one
+runner (`verification.runner.verify_plan`: each replaced node against its replacement, then the whole model
+before against after), writes only when every check passed, and returns the Result with its report. A command
 supplies its translator and its options, nothing else.
 
 Principle: no silent wrong answer. Each node a rewrite replaced is run against its replacement (real weights,
 random inputs with varied sequence_lens), then the whole model before against after. Any mismatch raises
-VerificationFailed and nothing is written.
+VerificationFailed and nothing is written. A source given in memory is never changed: the conversion rewrites a
+copy.
 
 `Passes` is the translator of the ONNX -> ONNX commands (upgrade, downgrade, layout, dequantize, fuse): its
 interface (input and output names, dtypes, shapes) never changes; the result passes onnx.checker's full check (a
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import numbers
 import os
 import re
 from pathlib import Path
@@ -31,9 +34,13 @@ from rnnconv.errors import ContradictedOutputs, RnnconvError, Unsupported, Usage
 from rnnconv.passes.base import Pass, Rewrite, RewritePass
 from rnnconv.passes.fuse_match import Fusion
 from rnnconv.passes.transpose_fold import FoldTransposes
-from rnnconv.verification import VERIFY_MODES, checks, extract
+from rnnconv.verification import VERIFY_MODES, extract
+from rnnconv.verification.checks import precision_for
 from rnnconv.verification.model import Model, load_input, onnx_model
+from rnnconv.verification.options import CheckOptions
+from rnnconv.verification.plan import CheckPlan, Longer, NodePair, Runtimes, WholeModel
 from rnnconv.verification.report import Report
+from rnnconv.verification.runner import EarlyRuntime, verify_plan
 
 Progress = Callable[[int, int, str], None]
 
@@ -61,32 +68,27 @@ class Source:
 @dataclasses.dataclass
 class Job:
     """What the pipeline hands a translator: the call's settings, the report to fill, and an ExitStack that lives
-    until the output is written (temporary files, worker processes)."""
+    until the output is written (temporary files)."""
 
     source: object  # as the caller gave it
     output: Optional[Path]
     verify: str
     force: bool
-    options: checks.CheckOptions
+    options: CheckOptions
     report: Report
     stack: contextlib.ExitStack
 
 
 @dataclasses.dataclass
 class Translation:
-    """What a translator made: the converted model, the node pairs to check, the two models of the whole-model
-    check (with check_models' keywords), and how to write the output once every check passed."""
+    """What a translator made: the converted model, its CheckPlan, and `stage(output)`: the output written beside
+    its target, complete, renamed into place by its commit() once every check passed (an io.Staged, entered in
+    the job's stack)."""
 
     model: object
-    pairs: list[checks.NodePair] = dataclasses.field(default_factory=list)
-    before: Optional[Model] = None
-    after: Optional[Model] = None
-    whole: dict = dataclasses.field(default_factory=dict)  # check_models keywords: runtime, isolate, precision...
-    write: Optional[Callable[[Path], None]] = None
-    finish: Optional[Callable[[], None]] = None  # after the checks, before the verdict (its own further checks)
-    failed: str = ""  # said after a failed verdict
-    fixes: tuple = ()
-    tolerances: dict = dataclasses.field(default_factory=dict)  # Tolerances facts the translation found
+    plan: CheckPlan
+    stage: Callable[[Path], io.Staged]
+    fp16_weights: bool = False  # the rewrites stored weights as float16: every output held to float16's tolerance
 
 
 class Translator(Protocol):
@@ -94,7 +96,9 @@ class Translator(Protocol):
 
     command: str
     suffix: tuple[str, str]  # the output's suffix and what it holds ("an ONNX model")
-    tolerances: dict  # Tolerances fields the conversion sets (fp16_weights, dequantized)
+    fp16_weights: bool  # weights stored as float16: every output held to float16's tolerance
+    dequantized: bool  # quantized layers replaced by float ones: held to the 'dequantized' tolerance
+    runtimes: Runtimes  # how the real runtimes take part in its whole-model comparisons
 
     def files(self, source) -> tuple:
         """The files `source` is read from, before loading (BadInput when one is missing)."""
@@ -112,14 +116,15 @@ def check_verify(verify: str) -> None:
         raise UsageError(f"verify={verify!r}: expected one of {', '.join(VERIFY_MODES)}")
 
 
-def run(source, translator: Translator, options: Optional[checks.CheckOptions] = None, *, output=None,
-        verify: str = "full", force: bool = False, progress: Optional[Progress] = None) -> Result:
-    """Convert `source` with `translator`, check every replaced node (unless verify is "none") and the whole model
-    ("full"), write `output` (when given) only when every check passed. `progress(done, total, label)` is called
-    as each step starts."""
+def run_conversion(source, translator: Translator, options: Optional[CheckOptions] = None, *, output=None,
+                   verify: str = "full", force: bool = False, progress: Optional[Progress] = None) -> Result:
+    """Convert `source` with `translator`, verify its plan (every replaced node unless verify is "none", the
+    whole model when "full"), write `output` (when given) only when every check passed. `progress(done, total,
+    label)` is called as each step starts."""
     tick = progress or (lambda done, total, label: None)
     check_verify(verify)
-    options = (options or checks.CheckOptions()).holding(**translator.tolerances)
+    options = (options or CheckOptions()).holding(fp16_weights=translator.fp16_weights,
+                                                  dequantized=translator.dequantized)
     out = Path(output) if output is not None else None
     targets = translator.targets(out) if out is not None else []
     files = translator.files(source)
@@ -133,26 +138,31 @@ def run(source, translator: Translator, options: Optional[checks.CheckOptions] =
         io.check_suffix(out, *translator.suffix)
     report = Report(translator.command, verified=verify)
     with contextlib.ExitStack() as stack:
+        early = EarlyRuntime.wanted(translator.runtimes, verify, stack)  # its import overlaps the translation
         done = translator.translate(loaded, Job(source, out, verify, force, options, report, stack))
-        options = options.holding(**done.tolerances)
-        pairs = done.pairs if verify != "none" else []
-        whole = verify == "full" and done.before is not None
-        total = len(pairs) + whole + (out is not None)
+        options = options.holding(fp16_weights=done.fp16_weights)
+        plan = done.plan.scoped(verify)
+        total = len(plan.pairs) + (plan.whole is not None) + (out is not None)
         step = iter(range(total + 1))
-        report.checks.extend(checks.check_nodes(pairs, options, lambda label: tick(next(step), total, label)))
-        if whole:
-            tick(next(step), total, "whole model")
-            report.checks.extend(checks.check_models(done.before, done.after, options, skipped=report.skipped,
-                                                     notes=report.notes, placements=report.placements,
-                                                     exercised=report.exercised, **done.whole))
-        if done.finish is not None:
-            done.finish()
+        staged: list[io.Staged] = []
+
+        def stage() -> Optional[Path]:
+            """The output, written beside its target (once); the model file it holds."""
+            if out is None:
+                return None
+            if not staged:
+                tick(next(step), total, "writing")
+                staged.append(done.stage(out))
+            return staged[0].temps[-1]
+
+        verify_plan(plan, options, report, early=early, stage=stage,
+                    progress=lambda label: tick(next(step), total, label))
         if not report.ok:
-            raise VerificationFailed(f"{translator.command}: {report.verdict()}; nothing written{done.failed}",
-                                     report, fixes=done.fixes)
+            raise VerificationFailed(f"{translator.command}: {report.verdict()}; nothing written{plan.failed}",
+                                     report, fixes=plan.fixes)
         if out is not None:
-            tick(next(step), total, "writing")
-            done.write(out)
+            stage()
+            staged[0].commit()
             report.output = str(out)
         tick(total, total, "done")
         return Result(done.model, report)
@@ -164,16 +174,19 @@ def run(source, translator: Translator, options: Optional[checks.CheckOptions] =
 class Passes:
     """The translator of the ONNX -> ONNX commands: the passes `plan(model, report)` gives for the loaded model
     (raising, with the reason, when the command cannot or need not convert it; notes it adds to the report come
-    first), each rewrite checked alone, Transposes folded around the rewrites. `finish(model, job)`: the command's
-    own last step and checks (fuse --free-sequence)."""
+    first), each rewrite checked alone, Transposes folded around the rewrites. `last(model, before, job)`: the
+    command's own last step, after the interface and onnx's full check, with the comparisons it adds (fuse
+    --free-sequence; `before`: the source as the whole-model comparisons run it, None when they do not run)."""
 
     command: str
     plan: Callable[[ir.Model, Report], Sequence[Pass]]
     external_data: Optional[bool] = None
-    tolerances: dict = dataclasses.field(default_factory=dict)
-    finish: Optional[Callable[[ir.Model, Job], None]] = None
+    dequantized: bool = False
+    last: Optional[Callable[[ir.Model, Optional[Model], Job], Sequence[Longer]]] = None
     correct: bool = True  # a declared shape the converted nodes refute is corrected (else ContradictedOutputs)
     suffix = (".onnx", "an ONNX model")
+    runtimes = Runtimes()
+    fp16_weights = False
 
     def files(self, source) -> tuple:
         return (source,) if isinstance(source, (str, os.PathLike)) else ()
@@ -183,23 +196,25 @@ class Passes:
 
     def open(self, source) -> Source:
         model = load(source)
+        if model is source:  # an onnx_ir Model given in memory: the conversion rewrites a copy
+            model = independent_copy(source)
         return Source(model, [v.name for v in model.graph.outputs], (*self.files(source), *io.external_paths(model)))
 
     def translate(self, loaded: Source, job: Job) -> Translation:
         model, report, verify, source = loaded.model, job.report, job.verify, job.source
         passes = self.plan(model, report)
-        if job.output is not None and self.external_data is not False and self.finish is None:
+        if job.output is not None and self.external_data is not False and self.last is None:
             # Untouched weights start copying now, beside the rest; save() keeps the copy where its layout agrees.
             early = job.stack.enter_context(io.EarlyCopy(model, job.output))
         else:
             early = None
-        original = original_copy(model, source) if verify == "full" else None
+        before = source_model(model, source) if verify == "full" else None
         onnx_recurrent.find(model, io.source_name(source))  # bad recurrent nodes: BadInput naming the file
         infer_shapes(model)
         interface_before = interface(model)
         opset_before = onnx_recurrent.default_opset(model)
-        pairs: list[checks.NodePair] = []
-        tolerances: dict = {}
+        pairs: list[NodePair] = []
+        fp16_weights = False
         rewriting = [p for p in passes if isinstance(p, RewritePass)]
         for p in passes:
             if isinstance(p, RewritePass):
@@ -213,7 +228,7 @@ class Passes:
                 p.observe = observe
             result = p(model)
             report.notes.extend(result.changes)  # what the pass did beside its rewrites
-            tolerances.update(getattr(result, "tolerances", {}))
+            fp16_weights = fp16_weights or getattr(result, "fp16_weights", False)  # (onnx_ir's own passes: none)
             if isinstance(p, RewritePass) and result.rewrites:
                 # Scoped to the rewrites' Transposes (and the ones they meet): the rest is not ours to edit.
                 FoldTransposes(scope=[n for r in result.rewrites for n in r.nodes])(model)
@@ -234,15 +249,14 @@ class Passes:
                                           next((g for g in found.groups() if g), None) if found else None) from err
             else:
                 raise missing_step(self.command, str(err), opset_before, onnx_recurrent.default_opset(model)) from err
+        longer = tuple(self.last(model, before, job)) if self.last is not None else ()
+        whole = WholeModel(before, onnx_model(model), as_written=True) if before is not None else None
 
-        def write(output: Path) -> None:
-            io.save(model, output, force=job.force, inputs=self.files(source), external_data=self.external_data,
-                    early=early)
+        def stage(output: Path) -> io.Staged:
+            return job.stack.enter_context(io.stage(model, output, force=job.force, inputs=self.files(source),
+                                                    external_data=self.external_data, early=early))
 
-        return Translation(model, pairs, onnx_model(original, io.source_name(source)) if original else None,
-                           onnx_model(model), write=write,
-                           finish=(lambda: self.finish(model, job)) if self.finish is not None else None,
-                           tolerances=tolerances)
+        return Translation(model, CheckPlan(tuple(pairs), whole, longer), stage, fp16_weights)
 
 
 def load(source) -> ir.Model:
@@ -254,7 +268,15 @@ def source_opset(source) -> int:
     return onnx_recurrent.default_opset(load(source))
 
 
+def opset_number(opset) -> int:
+    """An opset given to the API, checked as the CLI checks --opset: an integer."""
+    if isinstance(opset, bool) or not isinstance(opset, numbers.Integral):
+        raise UsageError(f"opset={opset!r}: expected an integer")
+    return int(opset)
+
+
 def check_opset(opset: int) -> None:
+    opset = opset_number(opset)
     latest = schemas.latest_opset()
     if not 1 <= opset <= latest:
         raise Unsupported(f"opset {opset} is outside 1..{latest}, the opsets the installed onnx knows"
@@ -287,12 +309,21 @@ def infer_shapes(model: ir.Model) -> None:
         v.type, v.shape = type_, shape
 
 
-def original_copy(model: ir.Model, source) -> ir.Model:
-    """An independent copy of the loaded model to verify against, sharing its memory maps."""
-    copy = (ir.serde.deserialize_model(io.to_proto(source)) if isinstance(source, ir.Model)
-            else io.load(source, check=False))
+def independent_copy(model: ir.Model) -> ir.Model:
+    """A copy of an in-memory model that a conversion may rewrite: its graphs, nodes and values its own, its
+    tensors shared (rewrites replace tensors, never change one)."""
+    return io.load(model.clone())  # as a loaded model: -1 dims are dynamic
+
+
+def source_model(model: ir.Model, source) -> Model:
+    """The source as the whole-model comparisons run it, beside the `model` being converted (which it shares its
+    memory maps with): the caller's own onnx_ir Model (never changed), else the file or ModelProto read again."""
+    if isinstance(source, ir.Model):
+        return onnx_model(source, io.source_name(source))
+    copy = io.load(source, check=False)
     _share_external(copy, model)
-    return copy
+    path = source if isinstance(source, (str, os.PathLike)) else None
+    return onnx_model(copy, io.source_name(source), path)
 
 
 def _share_external(copy: ir.Model, model: ir.Model) -> None:
@@ -417,7 +448,7 @@ def missing_step(command: str, message: str, before: int, after: int) -> Unsuppo
                        f"onnx.checker ({message})")
 
 
-def node_pair(model: ir.Model, r: Rewrite, subject: str) -> checks.NodePair:
+def node_pair(model: ir.Model, r: Rewrite, subject: str) -> NodePair:
     """The rewritten node alone and its replacement alone, as models with the same inputs and output names."""
     if isinstance(r, Fusion):
         return fusion_pair(model, r, subject)
@@ -433,10 +464,10 @@ def node_pair(model: ir.Model, r: Rewrite, subject: str) -> checks.NodePair:
     after = extract.extract(r.nodes, inputs, [r.outputs[k] for k in keys], after_opsets,
                             max(model.ir_version, schemas.min_ir_version(after_opsets.get("", 1))),
                             output_names=[rn.outputs[k].name for k in keys], shapes=shapes)
-    return checks.NodePair(subject, onnx_model(before), onnx_model(after), checks.precision_for(model, [rn]))
+    return NodePair(subject, onnx_model(before), onnx_model(after), precision_for(model, [rn]))
 
 
-def fusion_pair(model: ir.Model, f: Fusion, subject: str) -> checks.NodePair:
+def fusion_pair(model: ir.Model, f: Fusion, subject: str) -> NodePair:
     """The nodes a fusion matched and the ones that replace them, as models with the same inputs and outputs."""
     opsets, version = dict(model.opset_imports), max(model.ir_version, 4)
     olds, news = [old for old, _ in f.replaced], [new for _, new in f.replaced]
@@ -447,4 +478,4 @@ def fusion_pair(model: ir.Model, f: Fusion, subject: str) -> checks.NodePair:
         before = ir.serde.deserialize_model(ir.serde.serialize_model(before))
     after = extract.extract([*f.context, *f.nodes], f.inputs, news, opsets, version,
                             output_names=[v.name for v in olds])
-    return checks.NodePair(subject, onnx_model(before), onnx_model(after), checks.precision_for(model, []))
+    return NodePair(subject, onnx_model(before), onnx_model(after), precision_for(model, []))

@@ -539,6 +539,18 @@ def run_engine(model, inputs: Mapping[str, np.ndarray], precision: str = "float6
     return run_onnx(io.load(model), inputs, precision)
 
 
+def whole_model(before, after, options=None, **whole):
+    """The report of verification's runner on a plan of `before` against `after` (verification Models) alone,
+    as a conversion's whole-model check runs it (`whole`: WholeModel's other fields)."""
+    from rnnconv.verification.options import CheckOptions
+    from rnnconv.verification.plan import CheckPlan, WholeModel
+    from rnnconv.verification.report import Report
+    from rnnconv.verification.runner import verify_plan
+
+    plan = CheckPlan(whole=WholeModel(before, after, **whole))
+    return verify_plan(plan, options or CheckOptions(), Report("test"))
+
+
 # The openvino package is optional (README): what needs it skips without it, saying so.
 OPENVINO = importlib.util.find_spec("openvino") is not None
 NO_OPENVINO = "the openvino package is not installed (pip install -e '.[test]' installs it)"
@@ -562,7 +574,7 @@ def openvino_outputs(xml: Path, inputs: Mapping[str, np.ndarray]) -> dict[str, n
     tensor names."""
     from rnnconv.engine import openvino_runtime
 
-    return {n: o.value for o in openvino_runtime.run(xml, inputs, reshape=True) for n in o.names}
+    return {n: o.value for o in openvino_runtime.run_files(xml, inputs, reshape=True) for n in o.names}
 
 
 OPENVINO_TOL = 1e-4  # the OpenVINO runtime (CPU, f32) against onnxruntime, float32 models

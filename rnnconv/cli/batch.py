@@ -16,7 +16,6 @@ from typing import Callable, Optional
 import click
 
 from rnnconv.cli.options import (
-    CHECK_OPTIONS,
     check_options,
     check_values,
     error_text,
@@ -52,7 +51,7 @@ def converting(name: str, *, reads: str = ".onnx", writes: str = ".onnx", verify
         @functools.wraps(f)
         def command(models, output, out_dir, report_file, jobs, quiet, verify, no_verify, as_json, force,
                     **options):
-            check = check_values(**{k: options.pop(k) for k in CHECK_OPTIONS})
+            check = check_values(options)
             mode = "none" if no_verify else verify
             common = dict(verify=mode, force=force, options=check)
             convert = f(**options)

@@ -65,7 +65,8 @@ def check_options(f):
                           "Repeatable.")(f)
     f = option("--runs", type=click.IntRange(min=1), default=None,
                      help="Number of random input sets (default 1).")(f)
-    f = option("--seed", type=int, default=0, show_default=True, help="Seed for random inputs.")(f)
+    f = option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+               help="Seed for random inputs.")(f)
     f = option("--rtol", multiple=True, metavar="X|NAME=X",
                      help="Relative tolerance, for every output or one output. Repeatable. Default by dtype.")(f)
     f = option("--atol", multiple=True, metavar="X|NAME=X",
@@ -73,15 +74,18 @@ def check_options(f):
     return f
 
 
-CHECK_OPTIONS = ("atol", "rtol", "seed", "runs", "dims", "ranges", "inputs")
+# How each flag's text becomes the API's value (the names are CheckOptions' fields: tests/cli checks they agree).
+PARSE = {"atol": lambda v: parse_tolerance(v, "--atol"), "rtol": lambda v: parse_tolerance(v, "--rtol"),
+         "dims": lambda v: parse_dims(v), "ranges": lambda v: parse_ranges(v)}
 
 
-def check_values(atol, rtol, seed, runs, dims, ranges, inputs):
-    """The values of check_options as the API's CheckOptions, built once for every model a command converts."""
-    from rnnconv.verification.checks import CheckOptions  # on use: `rnnconv --help` stays light
+def check_values(values: dict):
+    """The check options among a command's parsed `values` (taken out of it) as the API's CheckOptions, built once
+    for every model a command converts."""
+    from rnnconv.verification.options import CHECK_OPTIONS, CheckOptions  # on use: `rnnconv --help` stays light
 
-    return CheckOptions.of(atol=parse_tolerance(atol, "--atol"), rtol=parse_tolerance(rtol, "--rtol"), seed=seed,
-                           runs=runs, dims=parse_dims(dims), ranges=parse_ranges(ranges), inputs=inputs)
+    given = {k: values.pop(k) for k in CHECK_OPTIONS}
+    return CheckOptions(**{k: PARSE.get(k, lambda v: v)(v) for k, v in given.items()})
 
 
 def verify_options(f, modes: tuple = VERIFY_MODES):

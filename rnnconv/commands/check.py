@@ -42,10 +42,13 @@ def findings(model, targets: Iterable[str] = TARGETS) -> list[Finding]:
 
 
 def _valid(targets: Iterable[str]) -> list[str]:
-    targets = list(targets)
+    """The targets as the CLI takes them (--target, repeatable): one name, or several."""
+    targets = list(dict.fromkeys([targets] if isinstance(targets, str) else targets))
     for t in targets:
         if t not in TARGETS:
             raise UsageError(f"unknown target {t!r}; expected one of {', '.join(TARGETS)}")
+    if not targets:
+        raise UsageError(f"no target: give one or more of {', '.join(TARGETS)}")
     return targets
 
 
@@ -94,7 +97,7 @@ def measure_openvino(model, q: onnx_quantized.QuantizedLSTM) -> tuple[str, Optio
         return f"not measured: {openvino_runtime.NOT_INSTALLED}", None
     alone = onnx_model(extract.recurrent_node(q, dict(model.opset_imports), model.ir_version))
     sets = checks.input_sets(input_specs(alone), checks.CheckOptions())
-    ort_run, ov_run = (checks.run(alone, engine, sets, isolate=True) for engine in (ONNXRUNTIME, OPENVINO))
+    ort_run, ov_run = (checks.run_sets(alone, engine, sets, isolate=True) for engine in (ONNXRUNTIME, OPENVINO))
     if not (ort_run.ok and ov_run.ok):
         return f"not measured: {(ort_run.error or ov_run.error)}", None
     diff = _largest(ov_run, ort_run)
@@ -124,10 +127,10 @@ def _rnnconv_ir(alone, q: onnx_quantized.QuantizedLSTM, sets, ort_run) -> str:
         return f"; rnnconv to-openvino refuses it ({'; '.join(why)})"
     with tempfile.TemporaryDirectory(prefix="rnnconv-check-") as folder:
         xml, bin_path = Path(folder) / "node.xml", Path(folder) / "node.bin"
-        graph = from_onnx.convert(alone.onnx).graph
+        graph = from_onnx.to_ir_graph(alone.onnx).graph
         with open(bin_path, "wb") as f:
             xml.write_bytes(ov_writer.write_to(graph, f))
-        run = checks.run(ir_model(graph, "rnnconv's IR", xml, bin_path), OPENVINO, sets, isolate=True)
+        run = checks.run_sets(ir_model(graph, "rnnconv's IR", xml, bin_path), OPENVINO, sets, isolate=True)
         if not run.ok:
             return f"; rnnconv to-openvino's IR not measured: {run.error}"
         return f"; rnnconv to-openvino's IR: max |diff| {_largest(run, ort_run):.3g}"

@@ -18,7 +18,7 @@ from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.engine.op_dynamic_quantize_lstm import mlas_saturates
 from rnnconv.errors import Unsupported
 from rnnconv.passes.dequantize import DequantizePass
-from rnnconv.verification.checks import CheckOptions
+from rnnconv.verification.options import CheckOptions, check_keywords
 from rnnconv.verification.tolerance import DEQUANTIZED_ATOL, DEQUANTIZED_RTOL
 
 SATURATION = ("{} hold(s) full-range 8-bit weights, and onnxruntime's integer GEMM on this CPU (x86 with AVX2, "
@@ -45,17 +45,18 @@ def plan(model, report) -> list:
     return [DequantizePass()]
 
 
+@check_keywords
 def dequantize(source, output=None, *, verify: str = "full", force: bool = False,
-               external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
-               **check) -> conversion.Result:
+               external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None
+               ) -> conversion.Result:
     """Replace every DynamicQuantizeLSTM of `source` by a float32 ONNX LSTM; Unsupported when there is none.
 
-    `options` (or its keywords `check`: seed, runs, dims, ranges, inputs, atol, rtol): how rewrites are verified
-    (see CheckOptions); the default tolerance is the "dequantized" one."""
+    `options` (or the check options by name: seed, runs, dims...): how rewrites are verified (see CheckOptions);
+    the default tolerance is the "dequantized" one."""
     translator = conversion.Passes("dequantize", plan, external_data=external_data,
-                                   tolerances={"dequantized": True})
-    return conversion.run(source, translator, CheckOptions.given(options, check), output=output, verify=verify,
-                          force=force, progress=progress)
+                                   dequantized=True)
+    return conversion.run_conversion(source, translator, options, output=output, verify=verify, force=force,
+                                     progress=progress)
 
 
 def _full_range(q: onnx_quantized.QuantizedLSTM) -> bool:

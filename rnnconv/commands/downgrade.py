@@ -7,7 +7,7 @@ from typing import Optional
 from rnnconv import conversion
 from rnnconv.errors import UsageError
 from rnnconv.passes.opset import OpsetPass
-from rnnconv.verification.checks import CheckOptions
+from rnnconv.verification.options import CheckOptions, check_keywords
 
 
 def translator(opset: int, external_data: Optional[bool] = None) -> conversion.Passes:
@@ -23,10 +23,11 @@ def translator(opset: int, external_data: Optional[bool] = None) -> conversion.P
     return conversion.Passes("downgrade", plan, external_data=external_data)
 
 
+@check_keywords
 def downgrade(source, output=None, *, opset: int, verify: str = "full", force: bool = False,
-              external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
-              **check) -> conversion.Result:
-    """Move `source` to the older `opset`. `options` (or its keywords `check`): how rewrites are verified (see
-    CheckOptions)."""
-    return conversion.run(source, translator(opset, external_data), CheckOptions.given(options, check),
-                          output=output, verify=verify, force=force, progress=progress)
+              external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None
+              ) -> conversion.Result:
+    """Move `source` to the older `opset`. `options` (or the check options by name: seed, runs, dims...): how
+    rewrites are verified (see CheckOptions)."""
+    return conversion.run_conversion(source, translator(opset, external_data), options, output=output,
+                                     verify=verify, force=force, progress=progress)

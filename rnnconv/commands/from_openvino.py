@@ -1,7 +1,7 @@
 """`from_openvino`: OpenVINO IR (versions 10 and 11) back to ONNX, recurrent layers as ONNX GRU / LSTM / RNN.
 
 The translation is `rnnconv.dialects.openvino.to_onnx`. Nothing is written unless the ONNX model passes
-onnx.checker's full check and matches the IR (`verification.checks`): each recurrent layer alone (its IR, with its
+onnx.checker's full check and matches the IR (its CheckPlan, run by `verification.runner`): each recurrent layer alone (its IR, with its
 real weights, in rnnconv's IR interpreter against its ONNX translation in rnnconv's engine), then the whole model:
 the IR in rnnconv's IR interpreter against the ONNX model in rnnconv's engine (float64), and the IR in the OpenVINO
 runtime (CPU, f32) against the ONNX model in onnxruntime.
@@ -21,9 +21,10 @@ from rnnconv.dialects.openvino.to_onnx import MIN_OPSET, Converter, Rewritten
 from rnnconv.dialects.openvino.validate import validate
 from rnnconv.engine.onnxruntime_runtime import newest_common_opset
 from rnnconv.errors import BadInput, RnnconvError, Unsupported, UsageError, VerificationFailed
-from rnnconv.verification import checks
-from rnnconv.verification.checks import CheckOptions
+from rnnconv.verification.checks import precision_for
 from rnnconv.verification.model import ir_model, onnx_model
+from rnnconv.verification.options import CheckOptions, check_keywords
+from rnnconv.verification.plan import CheckPlan, NodePair, Runtimes, WholeModel
 
 
 @dataclasses.dataclass
@@ -37,7 +38,11 @@ class FromOpenVINO:
     runtime: Optional[bool] = None
     command = "from-openvino"
     suffix = (".onnx", "an ONNX model")
-    tolerances = {}
+    fp16_weights = dequantized = False
+
+    @property
+    def runtimes(self) -> Runtimes:
+        return Runtimes(self.runtime)
 
     def __post_init__(self):
         if self.layout not in (0, 1):
@@ -84,35 +89,36 @@ class FromOpenVINO:
         pairs = [_node_pair(rw, self.opset, self.layout) for rw in conv.recurrent] if job.verify != "none" else []
         before = ir_model(graph, str(xml), xml, bin_path if bin_path.exists() else None)
 
-        def write(output: Path) -> None:
-            io.save(model, output, force=job.force, inputs=(xml, bin_path))
+        def stage(output: Path) -> io.Staged:
+            return job.stack.enter_context(io.stage(model, output, force=job.force, inputs=(xml, bin_path)))
 
-        return conversion.Translation(model, pairs, before, onnx_model(model), {"runtime": self.runtime}, write)
+        whole = WholeModel(before, onnx_model(model), self.runtimes, as_written=True)
+        return conversion.Translation(model, CheckPlan(tuple(pairs), whole), stage)
 
 
+@check_keywords
 def from_openvino(xml, output=None, *, bin=None, opset: Optional[int] = None, layout: int = 0,
                   verify: str = "full", force: bool = False, runtime: Optional[bool] = None,
-                  options: Optional[CheckOptions] = None, **check) -> conversion.Result:
+                  options: Optional[CheckOptions] = None) -> conversion.Result:
     """Convert OpenVINO IR `xml` (+ its .bin, beside it or `bin`) to ONNX; verify; write `output` when given.
 
     `opset`: default-domain opset of the result (default: the newest onnx and onnxruntime both run);
     `layout`: 0 (time-major, Transposes around each recurrent node; onnxruntime runs it) or 1 (batch-major,
     opset >= 14); `verify`: "full" (each recurrent layer alone, then the whole model), "node" (each recurrent layer
     alone, on its real weights: for models too big to run whole) or "none"; `runtime`: also run the OpenVINO
-    runtime (default: when installed); `options` (or its keywords `check`): how outputs are compared (see
-    CheckOptions).
+    runtime (default: when installed); `options` (or the check options by name: seed, runs, dims...): how outputs
+    are compared (see CheckOptions).
     """
     conversion.check_verify(verify)
-    translator = FromOpenVINO(newest_common_opset() if opset is None else int(opset), layout,
+    translator = FromOpenVINO(newest_common_opset() if opset is None else conversion.opset_number(opset), layout,
                               Path(os.fspath(bin)) if bin is not None else None, runtime)
-    return conversion.run(xml, translator, CheckOptions.given(options, check), output=output, verify=verify,
-                          force=force)
+    return conversion.run_conversion(xml, translator, options, output=output, verify=verify, force=force)
 
 
-def _node_pair(rewritten: Rewritten, opset: int, layout: int) -> checks.NodePair:
+def _node_pair(rewritten: Rewritten, opset: int, layout: int) -> NodePair:
     """The recurrent layer alone as IR, and its ONNX translation; a big layer (checks.precision_for) runs in
     float32 with a small batch and sequence, on its real weights."""
     alone = rewritten.alone()
     onnx = Converter(alone, opset, layout).run()
-    return checks.NodePair(f"node {rewritten.path}", ir_model(alone, f"IR layer {rewritten.path}"),
-                           onnx_model(onnx, f"ONNX node {rewritten.path}"), checks.precision_for(onnx))
+    return NodePair(f"node {rewritten.path}", ir_model(alone, f"IR layer {rewritten.path}"),
+                    onnx_model(onnx, f"ONNX node {rewritten.path}"), precision_for(onnx))

@@ -1,6 +1,7 @@
 """`fuse`: recurrences written out as primitive ops (cells applied in a Python loop, dynamo's unrolled nn.RNN)
 come back as ONNX RNN / GRU / LSTM nodes, checked like every rewrite: the matched nodes against the new node and
-its glue, then the whole model (rnnconv.passes.fuse_cells says what is matched and what is left alone)."""
+its glue, then the whole model (rnnconv.passes.fuse_cells says what is matched and what is left alone); with
+--free-sequence, the freed model also on a longer sequence (a `Longer` comparison of its plan)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ import onnx_ir as ir
 
 from rnnconv import conversion
 from rnnconv.dialects import onnx_recurrent
+from rnnconv.engine import ONNXRUNTIME
 from rnnconv.errors import Unsupported
 from rnnconv.passes import free_sequence as freeing
 from rnnconv.passes.fuse_cells import FusePass, survey
 from rnnconv.verification import engines
-from rnnconv.verification.checks import CheckOptions, input_sets
-from rnnconv.verification.model import onnx_model
-from rnnconv.verification.results import compare_outputs
+from rnnconv.verification.checks import input_sets
+from rnnconv.verification.model import Model, onnx_model
+from rnnconv.verification.options import CheckOptions, check_keywords
+from rnnconv.verification.plan import Longer
 from rnnconv.verification.specs import input_specs
 
 LONGER = 3  # the freed model also runs this many steps longer, checked on the export's steps
@@ -47,10 +50,10 @@ def plan(model: ir.Model, report, bidirectional: bool = False) -> list:
     return [FusePass(bidirectional=bidirectional)]
 
 
+@check_keywords
 def fuse(source, output=None, *, free_sequence: bool = False, bidirectional: bool = False, verify: str = "full",
          force: bool = False, external_data: Optional[bool] = None, progress=None,
-         options: Optional[CheckOptions] = None,
-         **check) -> conversion.Result:
+         options: Optional[CheckOptions] = None) -> conversion.Result:
     """Replace each chain of unrolled recurrent steps of `source` by one ONNX RNN/GRU/LSTM node (and the glue that
     keeps the interface); Unsupported when there is none to fuse, with the near-misses and why.
 
@@ -58,27 +61,27 @@ def fuse(source, output=None, *, free_sequence: bool = False, bidirectional: boo
     report; refused unless every recurrent node runs forward over a graph input, see passes/free_sequence.py).
     `bidirectional`: a forward and a reverse recurrence over one sequence as one bidirectional node (OpenVINO runs
     the two-node default slightly faster, see passes/fuse_bidi.py).
-    `options` (or its keywords `check`: seed, runs, dims, ranges, inputs, atol, rtol): how rewrites are verified
-    (see CheckOptions)."""
+    `options` (or the check options by name: seed, runs, dims...): how rewrites are verified (see CheckOptions)."""
     translator = conversion.Passes("fuse", functools.partial(plan, bidirectional=bidirectional),
-                                   external_data=external_data,
-                                   finish=_free if free_sequence else None)
-    return conversion.run(source, translator, CheckOptions.given(options, check), output=output, verify=verify,
-                          force=force, progress=progress)
+                                   external_data=external_data, last=_free if free_sequence else None)
+    return conversion.run_conversion(source, translator, options, output=output, verify=verify, force=force,
+                                     progress=progress)
 
 
-def _free(model: ir.Model, job: conversion.Job) -> None:
-    """Free the sequence length of the fused model, then check it: at the export's length against the source,
-    and on a longer sequence whose first steps are the same inputs (a forward recurrence's first outputs depend on
-    the first inputs alone) against the source on those steps."""
-    report, source, options = job.report, job.source, job.options
+def _free(model: ir.Model, before: Optional[Model], job: conversion.Job) -> tuple[Longer, ...]:
+    """Free the sequence length of the fused model. Which outputs have a time axis is measured: the model run in
+    onnxruntime at the export's length and LONGER steps more. The whole-model comparisons hold it at the export's
+    length against the source; the comparison returned holds it on a longer sequence whose first steps are the
+    same inputs (a forward recurrence's first outputs depend on the first inputs alone) against the source on
+    those steps."""
+    report, options = job.report, job.options
     axes = freeing.sequence_axes(model)
     backward = [onnx_recurrent.node_label(n) for n in model.graph if n.op_type in onnx_recurrent.OPS
                 and (n.attributes.get("direction") is not None and n.attributes["direction"].value != "forward")]
     if backward:
         raise Unsupported(f"cannot free the sequence length: {', '.join(backward)} do not run forward (a freed model "
                           f"is checked on longer sequences whose first steps are the source's)")
-    original = conversion.load(source) if not isinstance(source, ir.Model) else conversion.original_copy(model, source)
+    feeds, _ = input_sets(input_specs(onnx_model(model)), options)[0]  # at the export's length
     T = freeing.free(axes)
     declared = [v.shape for v in model.graph.outputs]
     outputs = set(id(v) for v in model.graph.outputs)
@@ -88,18 +91,14 @@ def _free(model: ir.Model, job: conversion.Job) -> None:
                 v.shape = None
     for v in model.graph.outputs:
         v.shape = None
-    feeds, _ = input_sets(input_specs(onnx_model(original)), options)[0]
-    rng = np.random.default_rng(options.seed + 1)
     longer = dict(feeds)
     for value, axis in axes:
-        x = feeds[value.name]
-        more = list(x.shape)
+        more = list(feeds[value.name].shape)
         more[axis] = LONGER
-        longer[value.name] = np.concatenate([x, rng.standard_normal(more).astype(x.dtype)], axis=axis)
+        longer[value.name] = np.concatenate([feeds[value.name], np.zeros(more, feeds[value.name].dtype)], axis=axis)
     try:
-        want = engines.run("onnxruntime", onnx_model(original), feeds)
-        at_t = engines.run("onnxruntime", onnx_model(model), feeds)
-        at_longer = engines.run("onnxruntime", onnx_model(model), longer)
+        at_t = engines.run_once(ONNXRUNTIME, onnx_model(model), feeds)
+        at_longer = engines.run_once(ONNXRUNTIME, onnx_model(model), longer)
     except engines.CannotRun as err:
         raise Unsupported(f"cannot free the sequence length: the freed model does not run ({err})") from err
     time_axes, fixed = {}, []
@@ -117,16 +116,12 @@ def _free(model: ir.Model, job: conversion.Job) -> None:
         if moved:
             dims[moved[0]] = ir.SymbolicDim(freeing.SEQUENCE)
         v.shape = ir.Shape(dims)
-    names = [v.name for v in model.graph.outputs]
-    report.checks.append(compare_outputs(f"freed model at {T} steps", "onnxruntime", want, at_t, options.tolerances,
-                                         names=names))
-    prefix = {k: np.take(at_longer[k], range(T), axis=a) for k, a in time_axes.items()}
-    if prefix:
-        report.checks.append(compare_outputs(f"freed model at {T + LONGER} steps, its first {T}", "onnxruntime",
-                                             {k: want[k] for k in prefix}, prefix, options.tolerances,
-                                             names=list(prefix)))
     inputs = ", ".join(f"{v.name} axis {a}" for v, a in axes)
     report.notes.append(f"sequence length freed on request (an interface change): input(s) {inputs} and output(s) "
                         f"{', '.join(f'{k} axis {a}' for k, a in time_axes.items()) or 'none'} are now "
                         f"'{freeing.SEQUENCE}' (the export froze {T})"
                         + (f"; {', '.join(fixed)} keep their shape and are checked at {T} steps only" if fixed else ""))
+    if before is None or not time_axes:
+        return ()
+    return (Longer(before, onnx_model(model), tuple((v.name, a) for v, a in axes), tuple(time_axes.items()), T,
+                   LONGER),)

@@ -57,12 +57,12 @@ def inspect_ir(xml, bin=None) -> dict:
     nodes = []
     for layer in survey.recurrent:
         why = {}
-        for rt in ("onnxruntime", "openvino"):
+        for rt in (ONNXRUNTIME, OPENVINO):
             found = [f.problem for f in (*ir_model_findings(rt, survey, label),
                                          *ir_layer_findings(layer, rt, label, survey.converted.get(layer.path)))]
             if found:
                 why[rt] = found
-        nodes.append({**layer.as_dict(), "runs_in": {rt: rt not in why for rt in ("onnxruntime", "openvino")},
+        nodes.append({**layer.as_dict(), "runs_in": {rt: rt not in why for rt in (ONNXRUNTIME, OPENVINO)},
                       "why_not": why})
     return {
         "format": "openvino-ir",

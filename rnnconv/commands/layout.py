@@ -16,7 +16,7 @@ from rnnconv.dialects.onnx_recurrent import LAYOUT_SINCE
 from rnnconv.errors import Unsupported, UsageError
 from rnnconv.passes.layout import LayoutPass, select
 from rnnconv.passes.opset import OpsetPass
-from rnnconv.verification.checks import CheckOptions
+from rnnconv.verification.options import CheckOptions, check_keywords
 
 
 def translator(to: int, nodes: Optional[Sequence[str]] = None, opset: Optional[int] = None,
@@ -47,12 +47,15 @@ def translator(to: int, nodes: Optional[Sequence[str]] = None, opset: Optional[i
     return conversion.Passes("layout", plan, external_data=external_data)
 
 
+@check_keywords
 def convert_layout(source, output=None, *, to: int, nodes: Optional[Sequence[str]] = None,
                    opset: Optional[int] = None, verify: str = "full", force: bool = False,
-                   external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
-                   **check) -> conversion.Result:
-    """Give the recurrent nodes (all, or those named in `nodes`) layout `to`; `opset` also moves the model there.
+                   external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None
+                   ) -> conversion.Result:
+    """Give the recurrent nodes (all, or those named in `nodes`: a list of paths, or one) layout `to`; `opset` also
+    moves the model there.
 
-    `options` (or its keywords `check`): how rewrites are verified (see CheckOptions)."""
-    return conversion.run(source, translator(to, nodes, opset, external_data), CheckOptions.given(options, check),
-                          output=output, verify=verify, force=force, progress=progress)
+    `options` (or the check options by name: seed, runs, dims...): how rewrites are verified (see CheckOptions)."""
+    nodes = [nodes] if isinstance(nodes, str) else nodes
+    return conversion.run_conversion(source, translator(to, nodes, opset, external_data), options, output=output,
+                                     verify=verify, force=force, progress=progress)

@@ -21,7 +21,7 @@ from rnnconv.dialects.onnx_recurrent import node_label
 from rnnconv.errors import Unsupported, UsageError
 from rnnconv.passes.base import PassResult
 from rnnconv.passes.settle_ifs import SettleIfs, Settled, ifs
-from rnnconv.verification.checks import CheckOptions
+from rnnconv.verification.options import CheckOptions, check_keywords
 
 
 class _Settle(SettleIfs):
@@ -52,27 +52,28 @@ def _plan(model: ir.Model, report) -> list:
     return [_Settle(report)]
 
 
+@check_keywords
 def settle(source, output=None, *, verify: str = "full", force: bool = False,
-           external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None,
-           **check) -> conversion.Result:
+           external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None
+           ) -> conversion.Result:
     """Settle `source`'s Ifs, verify (`verify`: "full", the whole model before against after, or "none"), write
     `output` when given: a Result (the settled onnx_ir Model, and the report: each If settled, which branch and
-    why, in its rewrites). `source` (a path, ModelProto or onnx_ir Model) is never modified. `options` (or its
-    keywords `check`: seed, runs, dims, ranges, inputs, atol, rtol): how the model is verified (see
-    CheckOptions)."""
+    why, in its rewrites). `source` (a path, ModelProto or onnx_ir Model) is never modified. `options` (or the
+    check options by name: seed, runs, dims...): how the model is verified (see CheckOptions)."""
     if verify == "node":
         raise UsageError("verify='node' checks each rewritten recurrent node alone, and settle-ifs rewrites none: "
                          "verify='full' (the whole model) or 'none'", fixes=("verify=full",))
-    if isinstance(source, ir.Model):
-        source = source.clone()  # the pipeline works on the model it loads, which for an onnx_ir Model is itself
     translator = conversion.Passes("settle-ifs", _plan, external_data=external_data)
-    return conversion.run(source, translator, CheckOptions.given(options, check), output=output, verify=verify,
-                          force=force, progress=progress)
+    return conversion.run_conversion(source, translator, options, output=output, verify=verify, force=force,
+                                     progress=progress)
 
 
-def settle_ifs(model, output=None, **kwargs):
+@check_keywords
+def settle_ifs(model, output=None, *, verify: str = "full", force: bool = False,
+               external_data: Optional[bool] = None, progress=None, options: Optional[CheckOptions] = None):
     """The model (a path, ModelProto or onnx_ir Model; never modified) with the Ifs its shapes decide replaced by
     their branches, verified (see `settle` for the keywords): an onnx.ModelProto, also written to `output` when
     given. Raises VerificationFailed (with its `.report`) on a mismatch, Unsupported for an If whose rank is
     decided at run time."""
-    return io.to_proto(settle(model, output, **kwargs).model)
+    return io.to_proto(settle(model, output, verify=verify, force=force, external_data=external_data,
+                              progress=progress, options=options).model)

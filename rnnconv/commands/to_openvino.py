@@ -14,7 +14,7 @@ com.microsoft DynamicQuantizeLSTM: rnnconv's own writer computes onnxruntime's r
 H at every step in OpenVINO ops (`dialects.openvino.quantized`); OpenVINO's ONNX import would compute the float
 LSTM of the dequantized weights, so such a node on that route is refused (dequantize first).
 
-Verification (`verification.checks`): each recurrent node alone (rnnconv's ONNX engine vs its IR interpreter;
+Verification (its CheckPlan, run by `verification.runner`): each recurrent node alone (rnnconv's ONNX engine vs its IR interpreter;
 on the OpenVINO route, the node as OpenVINO's import fed it, against the IR that was grafted), then the whole model
 (the source in onnxruntime, or the engine where onnxruntime cannot run it, vs the IR interpreter and, when the
 package is installed, the real OpenVINO runtime at f32; on the OpenVINO route the interpreter has no kernels for
@@ -42,8 +42,11 @@ from rnnconv.engine import AUTO, OPENVINO, RNNCONV, ROUTES, openvino_runtime
 from rnnconv.errors import IOFailure, Unsupported, UsageError
 from rnnconv.passes.ir_transpose_fold import FoldIRTransposes
 from rnnconv.passes.settle_ifs import settle
-from rnnconv.verification import checks, extract
+from rnnconv.verification import extract
+from rnnconv.verification.checks import precision_for
 from rnnconv.verification.model import ir_model, load_input, onnx_model
+from rnnconv.verification.options import CheckOptions, check_keywords
+from rnnconv.verification.plan import CheckPlan, NodePair, Runtimes, WholeModel
 from rnnconv.verification.report import Report
 from rnnconv.verification.tolerance import TOLERANCES
 
@@ -57,12 +60,12 @@ FP16_FAILED = (f"; float16 weights (fp16) hold every output to float16's toleran
                "larger tolerance, would pass")
 
 
-def translate(model: ir.Model, fp16: bool = False, release=io.release_pages) -> from_onnx.Conversion:
+def onnx_to_ir(model: ir.Model, fp16: bool = False, release=io.release_pages) -> from_onnx.Conversion:
     """The IR graph of `model`, Transposes folded; `release(view)` is called on each memory-mapped weight view
     once it has been read (by default: its pages leave the resident set)."""
-    conversion = from_onnx.convert(model, fp16=fp16, release=release)
-    FoldIRTransposes()(conversion.graph)
-    return conversion
+    converted = from_onnx.to_ir_graph(model, fp16=fp16, release=release)
+    FoldIRTransposes()(converted.graph)
+    return converted
 
 
 IMPORT_WOULD = ("OpenVINO's ONNX import converts them, with every recurrent node still mapped by rnnconv, when the "
@@ -86,9 +89,17 @@ class ToOpenVINO:
         if self.route not in ROUTES:
             raise UsageError(f"route={self.route!r}: expected one of {', '.join(ROUTES)}")
 
+    dequantized = False
+
     @property
-    def tolerances(self) -> dict:
-        return {"fp16_weights": self.fp16}
+    def fp16_weights(self) -> bool:
+        return self.fp16
+
+    @property
+    def runtimes(self) -> Runtimes:
+        # In a child process (the CLI), the OpenVINO runtime starts with the command: it imports openvino while
+        # this process converts, and compiles the IR as soon as it is written, while the node checks run.
+        return Runtimes(self.runtime, self.isolate, early=self.isolate)
 
     def files(self, source) -> tuple:
         return (source,) if isinstance(source, (str, os.PathLike)) else ()
@@ -113,16 +124,9 @@ class ToOpenVINO:
         source_model, model = model, settled.model
         report.notes.extend(f"settled {line}" for line in settled.changes)
         converted, why = None, _route(model, self.route)
-        worker = None
-        if (job.verify == "full" and self.isolate
-                and (openvino_runtime.available() if self.runtime is None else self.runtime)):
-            # The runtime's process starts now (it imports openvino while this one converts); it compiles the IR
-            # as soon as it is written, while the other checks run.
-            worker = openvino_runtime.Worker()
-            stack.callback(worker.close)
         if why is None:
             try:
-                converted = translate(model, self.fp16)
+                converted = onnx_to_ir(model, self.fp16)
             except Unsupported as err:
                 if self.route == RNNCONV:
                     raise
@@ -159,14 +163,10 @@ class ToOpenVINO:
         after = ir_model(graph, str(out), tmp_xml, tmp_bin)
         # The IR of a DynamicQuantizeLSTM reproduces onnxruntime's float32 operations one by one (its divisions
         # and FMAs from exact float32 steps, see dialects.openvino.exact): the interpreter runs it in float32.
-        precision = "float32" if onnx_quantized.holds(source_model) else checks.precision_for(source_model)
-        started = checks.start_runtime(before, after, job.options, worker, precision=precision) if worker else None
-        return conversion.Translation(
-            graph, pairs, before, after,
-            {"runtime": self.runtime, "isolate": self.isolate, "precision": precision, "started": started},
-            write=lambda _: staged.commit(), failed=FP16_FAILED if self.fp16 else "",
-            fixes=("atol", "rtol") if self.fp16 else (),
-            tolerances={"fp16_weights": True} if _computes_in_float16(source_model) else {})
+        precision = "float32" if onnx_quantized.holds(source_model) else precision_for(source_model)
+        plan = CheckPlan(tuple(pairs), WholeModel(before, after, self.runtimes, precision),
+                         failed=FP16_FAILED if self.fp16 else "", fixes=("atol", "rtol") if self.fp16 else ())
+        return conversion.Translation(graph, plan, lambda _: staged, _computes_in_float16(source_model))
 
     def _write_own(self, model: ir.Model, converted: from_onnx.Conversion, staged, where: Path, stack):
         """rnnconv's own writer into the staged files; the graph and the node pairs to check."""
@@ -192,7 +192,7 @@ class ToOpenVINO:
                 io.save(model, path, force=True)
             # Converted in the source's precision: fp16 is save_model's compression (OpenVINO's offline passes
             # fold rnnconv's own f16 Consts back to f32).
-            converted = frontend.convert(path, model, translate, tmpdir=str(staged.tmpdir))
+            converted = frontend.import_onnx(path, model, onnx_to_ir, tmpdir=str(staged.tmpdir))
             openvino_runtime.offline_transforms(converted.model)
             try:
                 frontend.save(converted, tmp_xml, tmp_bin, fp16=self.fp16)
@@ -204,31 +204,32 @@ class ToOpenVINO:
         for m in converted.mapped:
             for r in m.conversion.rewrites:
                 report.rewrites.append({**r, "what": f"{r['what']} (rnnconv's mapping, inside OpenVINO's import)"})
-        pairs = [checks.NodePair(f"node {m.node.name}", onnx_model(m.single), ir_model(m.conversion.graph),
-                                 "float32" if m.node.op == QUANTIZED[1] else checks.precision_for(model, [m.node]))
+        pairs = [NodePair(f"node {m.node.name}", onnx_model(m.single), ir_model(m.conversion.graph),
+                          "float32" if m.node.op == QUANTIZED[1] else precision_for(model, [m.node]))
                  for m in converted.mapped]
         return ov_reader.read(tmp_xml, tmp_bin, mapped=True), pairs  # the weights stay in the file
 
-    def _node_pair(self, model: ir.Model, rn: onnx_recurrent.RecurrentNode) -> checks.NodePair:
+    def _node_pair(self, model: ir.Model, rn: onnx_recurrent.RecurrentNode) -> NodePair:
         """The node alone as ONNX, and as the IR rnnconv writes for it. A big layer (checks.precision_for) runs in
         float32 with a small batch and sequence, on its real weights."""
         single = extract.recurrent_node(rn, dict(model.opset_imports), model.ir_version)
-        precision = "float32" if rn.op == QUANTIZED[1] else checks.precision_for(model, [rn])
-        return checks.NodePair(f"node {rn.name}", onnx_model(single), ir_model(translate(single, self.fp16).graph),
-                               precision)
+        precision = "float32" if rn.op == QUANTIZED[1] else precision_for(model, [rn])
+        return NodePair(f"node {rn.name}", onnx_model(single), ir_model(onnx_to_ir(single, self.fp16).graph),
+                        precision)
 
 
+@check_keywords
 def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, bool] = "full",
                 force: bool = False, runtime: Optional[bool] = None, isolate: bool = False, route: str = AUTO,
-                options: Optional[checks.CheckOptions] = None, **check) -> conversion.Result:
+                options: Optional[CheckOptions] = None) -> conversion.Result:
     """Convert; verify; write `out_xml` and its .bin (when given). Returns Result(IR graph, report).
 
     `verify`: "full" (each recurrent node, then the whole model), "node" (each recurrent node only, with its real
     weights: for models too big to compile in the OpenVINO runtime beside the conversion) or "none".
     `runtime`: also run the real OpenVINO runtime (default: when the openvino package is importable).
     `isolate`: run it in a child process, so that a crash of the OpenVINO plugin becomes a failed check (the
-    CLI does this; it costs about a second). `options` (or its keywords `check`): how outputs are compared (see
-    CheckOptions).
+    CLI does this; it costs about a second). `options` (or the check options by name: seed, runs, dims...): how
+    outputs are compared (see CheckOptions).
     `route`: "auto" (see the module's docstring), "rnnconv" (rnnconv's own writer only) or "openvino" (OpenVINO's
     ONNX import with rnnconv's recurrent mapping, whatever the ops). On the OpenVINO route the returned graph is
     the written IR as rnnconv reads it."""
@@ -236,8 +237,8 @@ def to_openvino(source, out_xml=None, *, fp16: bool = False, verify: Union[str, 
     conversion.check_verify(mode)
     if runtime and mode != "none" and not openvino_runtime.available():  # asked for: a check that cannot run
         raise Unsupported("runtime=True needs the openvino package", fixes=(openvino_runtime.INSTALL,))
-    return conversion.run(source, ToOpenVINO(fp16, route, runtime, isolate), checks.CheckOptions.given(options, check),
-                          output=out_xml, verify=mode, force=force)
+    return conversion.run_conversion(source, ToOpenVINO(fp16, route, runtime, isolate), options, output=out_xml,
+                                     verify=mode, force=force)
 
 
 def openvino_extensions(model=None) -> list:
@@ -268,7 +269,7 @@ def _node_translation(single: ir.Model) -> from_onnx.Conversion:
             raise Unsupported(f"{'; '.join(why)}: rnnconv lowers onnxruntime's run-time quantization only with "
                               f"constant weights. What would work: dequantize the model first and convert the "
                               f"float LSTM exactly", fixes=("dequantize",))
-    return translate(single)
+    return onnx_to_ir(single)
 
 
 def _route(model: ir.Model, route: str) -> Optional[str]:

@@ -166,7 +166,7 @@ class NodeSession:
         return out
 
 
-def run(model: ir.Model, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_model(model: ir.Model, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The model's outputs by name; onnxruntime's refusal or failure is raised as its own exception."""
     try:
         return Session(model).run(feeds)
@@ -210,6 +210,30 @@ def newest_common_opset() -> int:
     return 7
 
 
+def run_file(path, feeds: Mapping[str, np.ndarray], *, threads: Optional[int] = None, isolate: bool = False
+             ) -> dict[str, np.ndarray]:
+    """The outputs of the ONNX file `path`, loaded as users load it (`InferenceSession(path)`, the default session
+    options but `threads`, as threads_for says) and run on `feeds` (those it takes); onnxruntime's refusal or
+    failure is raised. `isolate`: in one child process (`ort_worker`), which maps the weights itself."""
+    if isolate:
+        [(out, why)] = _ask({"models": [(str(path), {}, threads)],
+                             "feeds": {k: np.asarray(v) for k, v in feeds.items()}})
+        if out is None:
+            raise RuntimeError(why)
+        return out
+    session = ort_session(path, threads)
+    taken = {i.name for i in session.get_inputs()}
+    return dict(zip([o.name for o in session.get_outputs()],
+                    _run(session, {k: v for k, v in feeds.items() if k in taken})))
+
+
+def ort_session(path, threads: Optional[int] = None):
+    """onnxruntime's session of the file at `path`, as users make it (quiet)."""
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), _options(threads), providers=["CPUExecutionProvider"])
+
+
 def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> list[tuple[Optional[dict], str]]:
     """Run each model in one child process (`ort_worker`): per model, (outputs, "") or (None, why onnxruntime
     refused or failed); Crashed if the process died. External weights are named by file and offset, not sent."""
@@ -226,6 +250,10 @@ def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> lis
             else:
                 specs[name] = np.asarray(array, order="C")  # a scalar stays rank 0
         job["models"].append((proto.SerializeToString(), specs, threads_for(model)))
+    return _ask(job)
+
+
+def _ask(job: dict) -> list[tuple[Optional[dict], str]]:
     if serving.sharing():  # batch mode: the child that answered the previous models
         try:
             return _refusals(serving.child(ORT_WORKER).ask(job))

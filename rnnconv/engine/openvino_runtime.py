@@ -118,8 +118,8 @@ def infer(model, feeds: Mapping[str, np.ndarray], *, reshape: bool = False) -> l
     return out
 
 
-def run(path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None, *, reshape: bool = False,
-        isolate: bool = False) -> list[Output]:
+def run_files(path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] = None, *, reshape: bool = False,
+              isolate: bool = False) -> list[Output]:
     """The IR (or ONNX, through OpenVINO's own import) at `path` on `feeds`; `isolate`: in a child process."""
     if not isolate:
         return infer(read(path, bin_path), feeds, reshape=reshape)

@@ -4,7 +4,9 @@ Run as `python -m rnnconv.engine.ort_worker`: it imports nothing of rnnconv but 
 `rnnconv.engine` import nothing at start), so the child does not pay for onnx, onnx_ir or click. Reads one
 pickled job on stdin: {"models": [(model bytes, weights, threads)], "feeds": {name: array}}, where weights maps
 a graph input to an array or to (path, offset, dtype, shape) in a data file, memory-mapped here once for all
-models, and threads is the session's intra-op thread count (None: onnxruntime's default). Writes one pickled
+models, and threads is the session's intra-op thread count (None: onnxruntime's default). A model given as a
+path (str) is loaded from its file with the default session options, as users load it (weight prepacking off:
+a packed copy of a big model's weights would double this process's memory, and packing refuses nothing). Writes one pickled
 list on stdout: per model, (outputs by name, "") or (None, reason). The checking process then holds none of the
 weights while onnxruntime runs, so the peak is the weights once plus this small process.
 """
@@ -47,9 +49,13 @@ def answer(job: dict) -> list:
             options.log_severity_level = 4
             if threads is not None:
                 options.intra_op_num_threads = threads
+            if isinstance(model, str):
+                options.add_session_config_entry("session.disable_prepacking", "1")
             session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+            taken = {i.name for i in session.get_inputs()}
             names = [o.name for o in session.get_outputs()]
-            values = session.run(None, {**{k: array(v) for k, v in weights.items()}, **job["feeds"]})
+            feeds = {k: v for k, v in job["feeds"].items() if k in taken}
+            values = session.run(None, {**{k: array(v) for k, v in weights.items()}, **feeds})
             answers.append(({n: np.asarray(v) for n, v in zip(names, values)}, ""))
         except Exception as err:  # refused or failed: the caller decides what that means
             lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]

@@ -20,8 +20,9 @@ from rnnconv.io.writing import (
     external_paths,
     guard_output,
     save,
+    stage,
 )
 
 __all__ = ["ALIGNMENT", "SMALL_TENSOR_BYTES", "EarlyCopy", "KernelCopier", "Staged", "atomic_write", "check_full",
            "check_input", "check_suffix", "external_paths", "guard_output", "load", "release_external",
-           "release_pages", "save", "source_name", "to_proto"]
+           "release_pages", "save", "source_name", "stage", "to_proto"]

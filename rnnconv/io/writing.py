@@ -44,7 +44,11 @@ class Staged:
         except OSError as err:
             _remove_empty(self.created)
             raise IOFailure(f"{self.what}: cannot write ({err.strerror or err})") from err
-        self.temps = [self.tmpdir / f"{i}.{t.name}" for i, t in enumerate(self.targets)]
+        # Each under its target's name: a model's temporary file names its data file as it will be named, so
+        # onnxruntime can load the staged pair before it is renamed into place.
+        names = [t.name for t in self.targets]
+        self.temps = [self.tmpdir / (name if len(set(names)) == len(names) else f"{i}.{name}")
+                      for i, name in enumerate(names)]
         self.done = False
 
     def __enter__(self) -> "Staged":
@@ -58,7 +62,7 @@ class Staged:
                     continue
                 backup = None
                 if target.exists() or target.is_symlink():
-                    backup = self.tmpdir / f"{i}.previous"
+                    backup = self.tmpdir / f".{i}.previous"
                     try:
                         os.link(target, backup, follow_symlinks=False)
                     except OSError:
@@ -96,7 +100,16 @@ def atomic_write(path, write: Callable, *, force: bool = False, inputs: tuple = 
 
 def save(model: ir.Model, path: str | os.PathLike, *, force: bool = False, inputs: tuple = (),
          external_data: bool | None = None, early: Optional["EarlyCopy"] = None) -> Path:
-    """Write an ONNX model atomically (see Staged): on any failure nothing is left.
+    """Write an ONNX model atomically (see Staged and `stage`): on any failure nothing is left."""
+    with stage(model, path, force=force, inputs=inputs, external_data=external_data, early=early) as staged:
+        staged.commit()
+    return Path(path)
+
+
+def stage(model: ir.Model, path: str | os.PathLike, *, force: bool = False, inputs: tuple = (),
+          external_data: bool | None = None, early: Optional["EarlyCopy"] = None) -> Staged:
+    """Write an ONNX model beside `path`, not yet in place: the Staged files, complete (the model is the last
+    of `temps`), renamed into place by its commit(); leaving it without a commit removes them.
 
     `early`: the weights' copy started before the model was final (EarlyCopy), used where its layout agrees.
 
@@ -113,20 +126,22 @@ def save(model: ir.Model, path: str | os.PathLike, *, force: bool = False, input
     guard_output(out, force=force, inputs=sources)
     if external_data:
         guard_output(folder / data_name, force=force, inputs=sources)
-    with Staged([folder / data_name, out] if external_data else [out]) as staged:
-        tmp_model = staged.temps[-1]
-        try:
-            with declared_minus_one(model):  # the interface's -1 dims as the source declared them
-                if external_data:  # the model names its data file as it will be, beside it in `folder`
-                    _save_streaming(model, tmp_model, staged.temps[0], data_name, folder, early)
-                else:
-                    ir.save(model, tmp_model)
-        except OSError as err:
+    staged = Staged([folder / data_name, out] if external_data else [out])
+    tmp_model = staged.temps[-1]
+    try:
+        with declared_minus_one(model):  # the interface's -1 dims as the source declared them
+            if external_data:  # the model names its data file as it will be, beside it in `folder`
+                _save_streaming(model, tmp_model, staged.temps[0], data_name, folder, early)
+            else:
+                ir.save(model, tmp_model)
+    except BaseException as err:
+        staged.__exit__(None, None, None)
+        if isinstance(err, OSError):
             raise IOFailure(f"{out}: cannot write ({err.strerror or err})") from err
-        except ValueError as err:
+        if isinstance(err, ValueError):
             raise IOFailure(f"{out}: cannot serialize ({first_line(err)}); try external data") from err
-        staged.commit()
-    return out
+        raise
+    return staged
 
 
 def _remove_empty(folders: list[Path]) -> None:

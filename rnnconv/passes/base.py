@@ -39,7 +39,7 @@ class Rewrite:
 class PassResult(ir.passes.PassResult):
     rewrites: list[Rewrite] = dataclasses.field(default_factory=list)
     changes: list[str] = dataclasses.field(default_factory=list)  # what changed beside the rewrites, one line each
-    tolerances: dict = dataclasses.field(default_factory=dict)  # Tolerances facts the rewrites set (fp16_weights)
+    fp16_weights: bool = False  # the rewrites stored weights as float16 (a Tolerances fact)
 
 
 class Pass(ir.passes.InPlacePass):

@@ -497,7 +497,7 @@ class FusePass(RewritePass):
         # float32 though they may be: it rounds differently from the ops it replaces.
         fp16 = any(i is not None and i.dtype == ir.DataType.FLOAT16 for f in fusions for n in f.nodes
                    if n.op_type in OPS for i in n.inputs[1:2])
-        return PassResult(model, bool(fusions), fusions, changes, {"fp16_weights": True} if fp16 else {})
+        return PassResult(model, bool(fusions), fusions, changes, fp16)
 
 
 def apply(graph: ir.Graph, f: Fusion) -> None:

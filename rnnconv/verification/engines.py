@@ -8,6 +8,7 @@ onnxruntime and openvino are imported only when a run needs them, so importing r
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 from typing import Mapping, Optional
@@ -64,12 +65,13 @@ def can_read(engine: str, model: Model) -> Optional[str]:
     return None
 
 
-def run(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision: str = "float64",
-        isolate: bool = False, placements: Optional[dict] = None, partitioned: bool = True) -> dict[str, np.ndarray]:
-    """Run `model` in `engine`, outputs by name. `isolate`: a real runtime runs in a child process; `placements`:
-    filled by rnnconv's ONNX engine with where each node ran (engine.onnx_graph.run_onnx); `partitioned`: that
-    engine hands onnxruntime what it runs as the spec says (False: every recurrent node in rnnconv's kernels, the
-    node checks)."""
+def run_once(engine: str, model: Model, feeds: Mapping[str, np.ndarray], *, precision: str = "float64",
+             isolate: bool = False, placements: Optional[dict] = None, partitioned: bool = True
+             ) -> dict[str, np.ndarray]:
+    """Run `model` in `engine` on one input set, outputs by name. `isolate`: a real runtime runs in a child
+    process; `placements`: filled by rnnconv's ONNX engine with where each node ran (engine.onnx_graph.run_onnx);
+    `partitioned`: that engine hands onnxruntime what it runs as the spec says (False: every recurrent node in
+    rnnconv's kernels, the node checks)."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)} or all")
     why = can_read(engine, model)
@@ -125,7 +127,7 @@ _ORT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor
               "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
 
 
-def _external_bytes(model: ir.Model) -> int:
+def external_bytes(model: ir.Model) -> int:
     return sum(v.const_value.nbytes for v in model.graph.initializers.values()
                if isinstance(v.const_value, ir.ExternalTensor))
 
@@ -134,7 +136,7 @@ def _run_onnxruntime(model: Model, feeds, isolate: bool) -> dict[str, np.ndarray
     onnx_model = _bfloat16_outputs_as_float32(model.onnx)
     wanted = _inputs_of(model)
     feeds = {k: v for k, v in feeds.items() if k in wanted}
-    if isolate or _external_bytes(onnx_model) > ISOLATE_WEIGHT_BYTES:
+    if isolate or external_bytes(onnx_model) > ISOLATE_WEIGHT_BYTES:
         try:
             [(out, why)] = ort.run_isolated([onnx_model], feeds)
         except ort.Crashed as err:
@@ -152,6 +154,32 @@ def _run_onnxruntime(model: Model, feeds, isolate: bool) -> dict[str, np.ndarray
         return _bfloat16_back(model, sess.run(inputs))
     finally:
         io.release_external(onnx_model)
+
+
+def run_as_written(path, model: Model, feeds: Mapping[str, np.ndarray], *, isolate: bool = False
+                   ) -> dict[str, np.ndarray]:
+    """The ONNX file `path` (holding `model`) loaded in onnxruntime as users load it (`InferenceSession(path)`,
+    default session options: every graph optimization, the weights as initializers) and run on `feeds`, outputs
+    by name: CannotRun with onnxruntime's refusal or failure, Crashed when its process died. A big model (or
+    `isolate`) runs in a child process."""
+    isolate = isolate or external_bytes(model.onnx) > ISOLATE_WEIGHT_BYTES
+    try:
+        return ort.run_file(path, feeds, threads=ort.threads_for(model.onnx), isolate=isolate)
+    except ort.Crashed as err:
+        raise Crashed(str(err)) from err
+    except Exception as err:
+        lines = str(err).strip().splitlines()
+        raise CannotRun(_ORT_PREFIX.sub("", lines[0] if lines else "")[:300] or type(err).__name__) from err
+
+
+_ORT_PREFIX = re.compile(r"^.*?\[ONNXRuntimeError\] : \d+ : \w+ : ")  # the status code before onnxruntime's message
+
+
+def runs_as_written(model: Model) -> bool:
+    """Whether onnxruntime's Python API can run the file of `model` as it is (bfloat16 inputs and outputs it
+    cannot take or give as numpy arrays; `_run_onnxruntime` casts them in a copy)."""
+    graph = model.onnx.graph
+    return not any(v.dtype == ir.DataType.BFLOAT16 for v in [*graph.inputs, *graph.outputs])
 
 
 def _has_bfloat16(model: ir.Model) -> bool:
@@ -194,7 +222,8 @@ def _run_openvino(model: Model, feeds, isolate: bool) -> dict[str, np.ndarray]:
                 path, bin_path = ov_writer.write(model.graph, Path(tmp) / "model.xml")
         # The CPU plugin ignores sequence_lengths on dynamic shapes (2026.4): IR runs at the feeds' static shapes.
         try:
-            outputs = openvino_runtime.run(path, feeds, bin_path, reshape=model.format == "ir", isolate=isolate)
+            outputs = openvino_runtime.run_files(path, feeds, bin_path, reshape=model.format == "ir",
+                                                 isolate=isolate)
         except openvino_runtime.Crashed as err:
             raise Crashed(str(err)) from err
     return _openvino_outputs(model, outputs)

@@ -52,6 +52,7 @@ class Report:
                     why = o.problem or (f"{o.n_bad} of {int(np.prod(o.shape)) if o.shape else 1} elements out of "
                                         f"tolerance, worst at {list(o.worst_index or ())}")
                     out.append(f"       output {o.name}: {why}")
+            out.extend(_localized(c, "       "))
         out.extend(f"  exercised: {e.text()}" for e in self.exercised)
         out.extend(f"  note: {note}" for note in self.notes)
         out.extend(f"  skipped: {why}" for why in self.skipped)
@@ -65,7 +66,16 @@ class Report:
         n = len(self.checks)
         bad = [c.subject for c in self.checks if not c.ok]
         skipped = f", {len(self.skipped)} skipped" if self.skipped else ""
-        return f"verified: {n} check(s) passed{skipped}" if not bad else f"verification FAILED: {', '.join(bad)}"
+        warned = sum(bool(c.accepted) for c in self.checks)
+        warned_text = f" ({warned} faithful up to run-time rounding: see the warning)" if warned else ""
+        return (f"verified: {n} check(s) passed{warned_text}{skipped}" if not bad else
+                f"verification FAILED: {', '.join(bad)}")
+
+
+def _localized(check: Check, indent: str) -> list[str]:
+    """Under a failing comparison: where the runs part, and the warning it passed under."""
+    out = [f"{indent}first divergence: {check.first_divergence.text()}"] if check.first_divergence else []
+    return out + ([f"{indent}warning: {check.accepted}"] if check.accepted else [])
 
 
 def finite_json(o):
@@ -105,6 +115,9 @@ class VerifyReport(Report):
     inputs: list = dataclasses.field(default_factory=list)  # per run: how each input was made
     seed: Optional[int] = None
     notes: list = dataclasses.field(default_factory=list)
+    # what the runs took and gave, for save_inputs / save_outputs: [runK/]NAME and [runK/]SIDE.ENGINE/OUTPUT
+    feeds: dict = dataclasses.field(default_factory=dict, repr=False)
+    outputs: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def as_dict(self) -> dict:
         d = super().as_dict()
@@ -138,12 +151,18 @@ class VerifyReport(Report):
                                                                                         else ""))
             for o in c.outputs:
                 out.append("     " + _output_line(o, width, swidth))
+            out.extend(_localized(c, "     "))
         return out
 
     def verdict(self) -> str:
         if not self.checks:
             return "nothing compared"
         bad = [c for c in self.checks if not c.ok]
+        warned = sum(bool(c.accepted) for c in self.checks)
+        if not bad and warned:
+            within = len(self.checks) - warned
+            return (f"agree: {f'{within} comparison(s) within tolerance, ' if within else ''}{warned} comparison(s) "
+                    f"faithful up to run-time rounding (see the warning)")
         if not bad:
             return f"agree: {len(self.checks)} comparison(s) within tolerance"
         parts = []

@@ -69,10 +69,15 @@ class Check:
     note: str = ""
     run: Optional[int] = None  # which input set, when there are several
     no_kernel: Optional[tuple[str, int]] = None  # (op, version): the runtime has no kernel for it, why it failed
+    refusal: Optional[str] = None  # onnxruntime's refusal of the written model at its default session options
+    # A failing whole-model comparison: where the runs part (verification.localize: a Divergence, or NotLocalized
+    # saying why not; each has .text() and .as_dict())
+    first_divergence: Optional[object] = None
+    accepted: str = ""  # the warning under which it passes anyway (localize.rounding_verdict: faithful)
 
     @property
     def ok(self) -> bool:
-        return all(o.ok for o in self.outputs)
+        return all(o.ok for o in self.outputs) or bool(self.accepted)
 
     @property
     def max_abs(self) -> float:
@@ -87,6 +92,10 @@ class Check:
              "max_rel": self.max_rel, "note": self.note, "outputs": [o.as_dict() for o in self.outputs]}
         if self.run is not None:
             d["run"] = self.run
+        if self.first_divergence is not None:
+            d["first_divergence"] = self.first_divergence.as_dict()
+        if self.accepted:
+            d["warning"] = self.accepted
         return d
 
 

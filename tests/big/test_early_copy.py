@@ -9,7 +9,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rnnconv import io
-from rnnconv.verification import checks
+from rnnconv.verification import runner
 from rnnconv.verification import results as vresults
 from tests.conftest import initializers, lstm_file, run_cli
 
@@ -54,7 +54,7 @@ def test_early_copy_is_dropped_when_the_layout_changes(tmp_path, monkeypatch):
 def test_failed_verification_leaves_no_early_copy(tmp_path, monkeypatch):
     src = lstm_file(tmp_path / "m.onnx")
     failing = vresults.Check("node lstm", "engine", [vresults.failed("Y", "injected")])
-    monkeypatch.setattr(checks, "check_nodes", lambda *a, **k: [failing])
+    monkeypatch.setattr(runner, "check_nodes", lambda *a, **k: [failing])
     code, _, _ = run_cli(["upgrade", str(src), "-o", str(tmp_path / "o.onnx")])
     assert code == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "w.data"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rnnconv import io
-from rnnconv.commands.to_openvino import translate
+from rnnconv.commands.to_openvino import onnx_to_ir
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import writer as ov_writer
 from tests.conftest import OUTPUTS, lstm_file, recurrent_model, run_onnxruntime
@@ -67,10 +67,10 @@ def test_ir_interpreter_reads_big_weights_where_they_lie(tmp_path, monkeypatch):
     feeds = random_inputs(model)
     want = run_onnxruntime(path, feeds)
     monkeypatch.setattr(ir_graph, "_TAKES_PIECES", frozenset())  # every op gets joined arrays
-    joined = ir_graph.run_ir(translate(model).graph, feeds, "float32")
+    joined = ir_graph.run_ir(onnx_to_ir(model).graph, feeds, "float32")
     monkeypatch.undo()
     monkeypatch.setattr(ov_writer, "VIEW_BYTES", 0)
-    graph = translate(model).graph
+    graph = onnx_to_ir(model).graph
     assert any(isinstance(layer.value, ovir.Pieces) for layer in graph.layers)
 
     def refuse(self, *a, **k):

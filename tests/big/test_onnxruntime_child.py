@@ -11,17 +11,17 @@ import pytest
 from rnnconv import io
 from rnnconv.engine import onnxruntime_runtime
 from rnnconv.verification import inputs as vinputs
-from tests.conftest import lstm_file
+from tests.conftest import lstm_file, whole_model
 
 
 def test_onnxruntime_runs_big_models_in_a_child_with_the_same_answers(tmp_path, monkeypatch):
-    from rnnconv.verification import checks, engines
+    from rnnconv.verification import engines
     from rnnconv.verification.model import onnx_model
 
     model = io.load(lstm_file(tmp_path / "m.onnx"))
     layout1 = io.load(lstm_file(tmp_path / "l" / "m.onnx", layout=1))
     feeds = vinputs.random_inputs(model, 0)
-    here = onnxruntime_runtime.run(model, feeds)
+    here = onnxruntime_runtime.run_model(model, feeds)
     (child, why), (refused, reason) = onnxruntime_runtime.run_isolated([model, layout1], feeds)
     assert why == "" and child.keys() == here.keys()
     for k in here:
@@ -30,14 +30,14 @@ def test_onnxruntime_runs_big_models_in_a_child_with_the_same_answers(tmp_path, 
     calls = []
     monkeypatch.setattr(engines, "ISOLATE_WEIGHT_BYTES", 0)
     monkeypatch.setattr(onnxruntime_runtime, "run_isolated", lambda *a: calls.append(a) or [(here, "")])
-    checks.check_models(onnx_model(model), onnx_model(model), checks.CheckOptions())
+    whole_model(onnx_model(model), onnx_model(model))
     assert len(calls) == 2  # past ISOLATE_WEIGHT_BYTES of external weights, each onnxruntime run takes the child
 
 
 def test_onnxruntime_child_crash_fails_the_check(tmp_path, monkeypatch):
     import subprocess as sp
 
-    from rnnconv.verification import checks, engines
+    from rnnconv.verification import engines
     from rnnconv.verification.model import onnx_model
 
     model = io.load(lstm_file(tmp_path / "m.onnx"))
@@ -46,8 +46,8 @@ def test_onnxruntime_child_crash_fails_the_check(tmp_path, monkeypatch):
     with pytest.raises(onnxruntime_runtime.Crashed, match="onnxruntime's process failed"):
         onnxruntime_runtime.run_isolated([model], {})
     monkeypatch.setattr(engines, "ISOLATE_WEIGHT_BYTES", 0)
-    notes: list = []
-    found = checks.check_models(onnx_model(model), onnx_model(model), checks.CheckOptions(), notes=notes)
+    report = whole_model(onnx_model(model), onnx_model(model))
+    found, notes = report.checks, report.notes
     # rnnconv's engine ran both models in onnxruntime in this process: its check is left out as the same runtime
     assert any(n.startswith("engine vs engine: left out") for n in notes), notes
     assert len(found) == 1 and found[0].engines == "onnxruntime"

@@ -1,6 +1,6 @@
 """to-openvino's whole-model check in OpenVINO's runtime (a child process, as the CLI runs it) starts before the
 other checks: the process is started with the command, is handed the IR as soon as it is written, and compiles it
-while the node checks run; check_models collects that run instead of starting another. The process never
+while the node checks run; the runner collects that run instead of starting another. The process never
 outlives the command, whatever happens."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from rnnconv.engine import openvino_runtime
 from rnnconv.errors import Unsupported
-from rnnconv.verification import checks, engines
+from rnnconv.verification import checks, engines, runner
 from tests.conftest import FIXTURES, conv_lstm
 
 pytest.importorskip("openvino")
@@ -20,7 +20,7 @@ def events(monkeypatch):
     """What happens, in order: workers started and handed jobs, node checks, runtime runs outside a worker."""
     seen, workers = [], []
     worker_init, submit, check_nodes, run = (openvino_runtime.Worker.__init__, openvino_runtime.Worker.submit,
-                                             checks.check_nodes, engines.run)
+                                             runner.check_nodes, engines.run_once)
 
     def init(self):
         worker_init(self)
@@ -42,8 +42,8 @@ def events(monkeypatch):
 
     monkeypatch.setattr(openvino_runtime.Worker, "__init__", init)
     monkeypatch.setattr(openvino_runtime.Worker, "submit", handed)
-    monkeypatch.setattr(checks, "check_nodes", nodes)
-    monkeypatch.setattr(engines, "run", engine_run)
+    monkeypatch.setattr(runner, "check_nodes", nodes)
+    monkeypatch.setattr(engines, "run_once", engine_run)
     return seen, workers
 
 
@@ -83,7 +83,7 @@ def test_the_runtimes_process_ends_when_the_command_fails(tmp_path, events, monk
         raise Unsupported("refused after the runtime's process started")
 
     with monkeypatch.context() as m:
-        m.setattr(command, "translate", refused)
+        m.setattr(command, "onnx_to_ir", refused)
         with pytest.raises(Unsupported):
             command.to_openvino(FIXTURES / "lstm7_peepholes.onnx", tmp_path / "m.xml", isolate=True,
                                 route="rnnconv")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rnnconv import io
-from rnnconv.commands.to_openvino import translate
+from rnnconv.commands.to_openvino import onnx_to_ir
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.dialects.openvino import gates
 from rnnconv.dialects.openvino import graph as ovir
@@ -54,7 +54,7 @@ def test_reordered_weights_stream_from_the_memory_map(fp16, tmp_path, monkeypatc
     (rn,) = onnx_recurrent.find(model)
     source = {k: model.graph.initializers[k].const_value.numpy() for k in ("W", "R")}
     released = []
-    conversion = translate(model, fp16, release=released.append)
+    conversion = onnx_to_ir(model, fp16, release=released.append)
     consts = [layer.value for layer in conversion.graph.layers if isinstance(layer.value, ovir.Pieces)]
     assert len(consts) == 2  # W and R, in OpenVINO gate order, not copied
     for pieces, k in zip(consts, ("W", "R")):
@@ -106,7 +106,7 @@ def test_unchanged_weight_bytes_are_copied_by_the_kernel(fp16, tmp_path, monkeyp
     # Gates reordered but not cast are copied file to file; the .bin is the same as when streamed.
     monkeypatch.setattr(ov_writer, "VIEW_BYTES", 0)
     model = io.load(lstm_file(tmp_path / "m.onnx", H=16, I=8))
-    conversion = translate(model, fp16=fp16)
+    conversion = onnx_to_ir(model, fp16=fp16)
     copied = []
     with io.KernelCopier(model) as copier:
         def copy(view, fd, offset):

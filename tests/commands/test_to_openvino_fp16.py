@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnconv import io
-from rnnconv.commands.to_openvino import to_openvino, translate
+from rnnconv.commands.to_openvino import onnx_to_ir, to_openvino
 from rnnconv.dialects.openvino import reader
 from tests.conftest import FIXTURES, assert_close, conv_lstm, ir_outputs, lstm_node, needs_openvino, reference
 
@@ -100,7 +100,7 @@ def test_no_fp16_conversion_writes_a_float32_weight():
     """Every fixture and PyTorch export, rnnconv's own writer: each float32 constant of more than one element
     (weights, folded biases, synthesized zero states, TensorIterator bodies) is stored as f16."""
     for path in sorted(glob.glob(str(FIXTURES / "*.onnx"))) + sorted(glob.glob(str(FIXTURES / "torch" / "*.onnx"))):
-        graph = translate(io.load(path), fp16=True).graph
+        graph = onnx_to_ir(io.load(path), fp16=True).graph
         left = [la.name for la in graph.all_layers()
                 if la.type == "Const" and np.dtype(la.value.dtype) == np.float32 and la.value.size > 1]
         assert not left, (path, left)

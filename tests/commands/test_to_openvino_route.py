@@ -123,7 +123,7 @@ def test_what_the_hook_raises_beyond_refusals_comes_out_as_itself(tmp_path, monk
     def hook_fails(model, *args, **kwargs):
         raise raised()
 
-    monkeypatch.setattr(command, "translate", hook_fails)
+    monkeypatch.setattr(command, "onnx_to_ir", hook_fails)
     with pytest.raises(raised):
         to_openvino(conv_lstm("1d"), tmp_path / "m.xml")
     assert list(tmp_path.iterdir()) == []

@@ -273,7 +273,7 @@ def test_quantize_dynamic_model_matches_onnxruntime(quantized, name, per_channel
     got = run_onnx(model, feeds, placements=placements)
     # rnnconv's own onnxruntime session: it pins the thread count for models holding the op (N = 3 here)
     assert onnxruntime_runtime.threads_for(model) == ONNXRUNTIME_THREADS
-    want = onnxruntime_runtime.run(model, feeds)
+    want = onnxruntime_runtime.run_model(model, feeds)
     assert_agree(got, want)
     assert placements["com.microsoft::DynamicQuantizeLSTM"]["rnnconv"] >= 1
 

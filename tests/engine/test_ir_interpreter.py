@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from rnnconv import io
-from rnnconv.commands.to_openvino import translate
+from rnnconv.commands.to_openvino import onnx_to_ir
 from rnnconv.engine.ir_graph import run_ir
 from tests.conftest import feeds, openvino_ir, recurrent_cases, recurrent_model, run_onnxruntime
 
@@ -44,7 +44,7 @@ def _check_against_onnxruntime(op: str, kw: dict, T: int, N: int, finite=assume)
         want = run_onnxruntime(model, inputs)
     # Unbounded activations (Affine, Relu, Elu) can grow states until float32 says nothing: no comparison there.
     finite(all(np.isfinite(v).all() and np.abs(v).max(initial=0) < 1e6 for v in want.values()))
-    got = run_ir(translate(io.load(model)).graph, inputs)
+    got = run_ir(onnx_to_ir(io.load(model)).graph, inputs)
     assert got.keys() == want.keys()
     for name, value in want.items():
         # onnxruntime computes in float32 (about 1e-6 of the largest magnitude), the interpreter in float64.

@@ -182,7 +182,7 @@ def test_existing_external_data_needs_force(tmp_path):
 # -- failures leave nothing --------------------------------------------------------------------------------------
 
 def test_unsupported_and_failed_verification_write_nothing(tmp_path, monkeypatch):
-    from rnnconv.verification import checks
+    from rnnconv.verification import runner
 
     gru = tmp_path / "gru.onnx"
     gru.write_bytes(recurrent_model("GRU", lbr=1).SerializeToString())
@@ -190,7 +190,7 @@ def test_unsupported_and_failed_verification_write_nothing(tmp_path, monkeypatch
     code, _, stderr = run_cli(["downgrade", str(gru), "-o", str(out / "o.onnx"), "--opset", "1"])
     assert code == 3, stderr
     bad = vresults.Check("model", "engine", [vresults.compare("Y", np.zeros(3), np.ones(3), 1e-5, 1e-5)])
-    monkeypatch.setattr(checks, "check_models", lambda *a, **k: [bad])
+    monkeypatch.setattr(runner, "check_nodes", lambda *a, **k: [bad])
     code, _, stderr = run_cli(["upgrade", str(lstm(tmp_path / "m.onnx")), "-o", str(out / "o.onnx")])
     assert code == 1 and "nothing written" in stderr, stderr
     assert not out.exists() or files(out) == set()

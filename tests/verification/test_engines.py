@@ -62,7 +62,7 @@ def test_a_missing_onnxruntime_kernel_is_a_fact_on_the_failed_check(isolate):
     assert f"DequantizeLinear({version})" in message  # what the engine reads
     model = onnx_model(ir.serde.deserialize_model(dequantize_at(opset)))
     sets = [({"x": np.array([1, 2, 3], np.uint8)}, [])]
-    failed = checks.run(model, "onnxruntime", sets, isolate=isolate)
+    failed = checks.run_sets(model, "onnxruntime", sets, isolate=isolate)
     assert isinstance(failed.error, engines.CannotRun) and failed.error.no_kernel == ("DequantizeLinear", version)
-    [check] = checks.compare_runs("model", failed, failed, checks.CheckOptions(), ["y"], {})
+    [check] = checks.compare_runs("model", failed, failed, checks.CheckOptions().tolerances, ["y"], {})
     assert not check.ok and check.no_kernel == ("DequantizeLinear", version)

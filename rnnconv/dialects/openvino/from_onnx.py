@@ -101,8 +101,8 @@ def _splittable(rn) -> bool:
     return True
 
 
-def convert(model: ir.Model, *, fp16: bool = False,
-            release: Optional[Callable[[np.ndarray], None]] = None) -> Conversion:
+def to_ir_graph(model: ir.Model, *, fp16: bool = False,
+                release: Optional[Callable[[np.ndarray], None]] = None) -> Conversion:
     """The IR graph of `model`; its big weights are `Pieces` (views of the source) that call `release(view)`
     on each source view once read (to_openvino passes rnnconv.io.release_pages)."""
     recurrent = check_supported(model)

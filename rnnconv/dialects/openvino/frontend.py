@@ -79,15 +79,15 @@ class FrontendConversion:
         return f"OpenVINO's ONNX import converted the other {n} node(s) ({ops}); {mapped}" if n else mapped
 
 
-def convert(path, model: ir.Model, translate: Callable[[ir.Model], Conversion], *,
-            tmpdir: Optional[str] = None) -> FrontendConversion:
+def import_onnx(path, model: ir.Model, map_node: Callable[[ir.Model], Conversion], *,
+                tmpdir: Optional[str] = None) -> FrontendConversion:
     """The ONNX file at `path` (loaded as `model`) as an openvino.Model, as OpenVINO's import leaves it (before
-    convert_model's offline passes): each recurrent node `translate`d by rnnconv and grafted. Every node rnnconv
-    refuses is named in one Unsupported (or BadInput); what OpenVINO's import refuses is Unsupported with its
-    reason. `tmpdir`: where each node's IR passes."""
+    convert_model's offline passes): each recurrent node mapped by rnnconv (`map_node`) and grafted. Every node
+    rnnconv refuses is named in one Unsupported (or BadInput); what OpenVINO's import refuses is Unsupported with
+    its reason. `tmpdir`: where each node's IR passes."""
     from openvino.frontend import FrontEndManager
 
-    hook = _Hook(model, translate, tmpdir)
+    hook = _Hook(model, map_node, tmpdir)
     fe = FrontEndManager().load_by_framework("onnx")
     for extension in _extensions(hook):
         fe.add_extension(extension)
@@ -102,11 +102,12 @@ def convert(path, model: ir.Model, translate: Callable[[ir.Model], Conversion], 
     return FrontendConversion(ov_model, hook.mapped, imported)
 
 
-def extensions(translate: Callable[[ir.Model], Conversion], model: Optional[ir.Model] = None) -> list:
+def extensions(map_node: Callable[[ir.Model], Conversion], model: Optional[ir.Model] = None) -> list:
     """The conversion extensions for `ov.convert_model(..., extension=...)`: every recurrent node OpenVINO's ONNX
-    import meets `translate`d by rnnconv and grafted, nothing kept between calls. `model`: the ONNX model being
-    converted, for node names and versions in messages (without it, a node is read from its context alone)."""
-    return _extensions(_Hook(model, translate, keep=False, collect=False))
+    import meets mapped by rnnconv (`map_node`) and grafted, nothing kept between calls. `model`: the ONNX model
+    being converted, for node names and versions in messages (without it, a node is read from its context
+    alone)."""
+    return _extensions(_Hook(model, map_node, keep=False, collect=False))
 
 
 def _extensions(hook: "_Hook") -> list:
@@ -198,9 +199,9 @@ class _Hook:
     to-openvino's checks); `collect`: keep refusals, interruptions and bugs to be raised after the conversion
     (`raise_collected`), since OpenVINO folds every exception into its own error."""
 
-    def __init__(self, model: Optional[ir.Model], translate, tmpdir: Optional[str] = None, *, keep: bool = True,
+    def __init__(self, model: Optional[ir.Model], map_node, tmpdir: Optional[str] = None, *, keep: bool = True,
                  collect: bool = True):
-        self.translate = translate
+        self.map_node = map_node
         self.nodes: Optional[dict[tuple, list]] = None
         if model is not None:
             self.nodes = {}
@@ -255,7 +256,7 @@ class _Hook:
         node = self._identify(op, inputs) if self.nodes is not None else _from_context(op, ctx, inputs)
         single, keep = self._single(node, inputs)
         try:
-            conversion = self.translate(single)
+            conversion = self.map_node(single)
         except RnnconvError as err:
             raise type(err)(f"{node.label}: {_strip_label(err.message)}", fixes=err.fixes) from None
         for r in conversion.rewrites:

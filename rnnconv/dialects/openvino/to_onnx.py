@@ -129,6 +129,7 @@ class Converter:
             raise Unsupported("cannot convert the IR to ONNX: " + "; ".join(problems) + ". What would work: "
                               "convert those layers in the source framework, or keep this part in OpenVINO")
         self.convert()
+        self._tensor_names()
         outputs = self._outputs()
         # Graph inputs in the IR's Parameter order (OpenVINO's model.inputs), not the order they were reached.
         inputs = [self.values[(p.id, p.outputs[0].id)] for p in self.g.parameters()]
@@ -223,6 +224,22 @@ class Converter:
         for port, r in zip(layer.outputs, results):
             self.facts.consts[(layer.id, port.id)] = r
         return True
+
+    def _tensor_names(self) -> None:
+        """Each value computed for one IR tensor takes that tensor's (first) name where the name is free: the ONNX
+        model keeps the names OpenVINO kept from its source, which a comparison of the two matches tensors by."""
+        keys: dict[int, int] = {}
+        for v in self.values.values():
+            keys[id(v)] = keys.get(id(v), 0) + 1
+        for key, v in self.values.items():
+            names = self.facts.port(key).names
+            if not names or v.producer() is None or keys[id(v)] > 1 or v.name == names[0]:
+                continue
+            if names[0] in self.b.taken or names[0] in self.b.reserved:
+                continue
+            self.b.taken.discard(v.name)
+            v.name = names[0]
+            self.b.taken.add(v.name)
 
     def _outputs(self) -> list[ir.Value]:
         outputs, used = [], set()

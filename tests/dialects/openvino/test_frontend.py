@@ -134,7 +134,7 @@ def test_report_says_what_rnnconv_mapped_and_what_openvino_imported(tmp_path):
 def test_a_wrong_graft_fails_verification_and_writes_nothing(tmp_path, monkeypatch):
     """The checks on this route can fail: a recurrent weight off by 1% in what is grafted is caught by the node
     check and by the whole-model check in OpenVINO's runtime."""
-    translate = command.translate
+    translate = command.onnx_to_ir
 
     def spoiled(model, *args, **kwargs):
         conversion = translate(model, *args, **kwargs)
@@ -142,7 +142,7 @@ def test_a_wrong_graft_fails_verification_and_writes_nothing(tmp_path, monkeypat
         layer.value = np.asarray(layer.value) * 1.01
         return conversion
 
-    monkeypatch.setattr(command, "translate", spoiled)
+    monkeypatch.setattr(command, "onnx_to_ir", spoiled)
     with pytest.raises(VerificationFailed) as err:
         to_openvino(conv_lstm("1d", peepholes=False, input_forget=False), tmp_path / "m.xml")
     failed = [c.subject for c in err.value.report.checks if not c.ok]

@@ -41,13 +41,13 @@ def squeeze_if_then_conv() -> onnx.ModelProto:
 def test_a_node_openvino_refuses_is_named_with_the_if_that_decides_its_rank(tmp_path):
     """OpenVINO's import on the model as it is (to-openvino settles this If first, see below)."""
     from rnnconv import io
-    from rnnconv.commands.to_openvino import translate
+    from rnnconv.commands.to_openvino import onnx_to_ir
     from rnnconv.dialects.openvino import frontend
 
     path = tmp_path / "m.onnx"
     onnx.save(squeeze_if_then_conv(), path)
     with pytest.raises(Unsupported) as err:
-        frontend.convert(str(path), io.load(path), translate, tmpdir=str(tmp_path))
+        frontend.import_onnx(str(path), io.load(path), onnx_to_ir, tmpdir=str(tmp_path))
     text = str(err.value)
     assert text.startswith("OpenVINO's ONNX import refuses the model: failed on Conv node 'the_conv' (Conv-")
     assert "rank" in text and "If node 'squeeze_if' (output 0: rank 2 in then_branch, 3 in else_branch)" in text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rnnconv.commands.to_openvino import translate
+from rnnconv.commands.to_openvino import onnx_to_ir
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import reader as ov_reader
 from rnnconv.dialects.openvino import writer as ov_writer
@@ -32,7 +32,7 @@ def test_sequence_layer_structure_equals_openvino_save_model(tmp_path, kind, dir
     model = recurrent_model(kind, direction=direction, lbr=lbr, H=4, dynamic=True)
     openvino_ir(model, tmp_path / "theirs.xml")
     theirs = _sequence_layer(ov_reader.read(tmp_path / "theirs.xml"))
-    ours_graph = translate(load(model)).graph
+    ours_graph = onnx_to_ir(load(model)).graph
     ov_writer.write(ours_graph, tmp_path / "ours.xml")
     ours = _sequence_layer(ov_reader.read(tmp_path / "ours.xml"))
     assert (ours.type, ours.version) == (theirs.type, theirs.version) == (SEQUENCE[kind], "opset5")
@@ -55,7 +55,7 @@ def test_sequence_layer_structure_equals_openvino_save_model(tmp_path, kind, dir
 
 
 def test_writer_reader_round_trip_is_byte_exact(tmp_path):
-    graph = translate(load(recurrent_model("GRU", direction="bidirectional", lbr=1, H=4, dynamic=True))).graph
+    graph = onnx_to_ir(load(recurrent_model("GRU", direction="bidirectional", lbr=1, H=4, dynamic=True))).graph
     xml, bin_ = ov_writer.serialize(graph)
     again = ov_reader.parse(xml, bin_)
     assert ov_writer.serialize(again) == (xml, bin_)

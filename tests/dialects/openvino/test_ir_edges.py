@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rnnconv import io
 from rnnconv.commands.from_openvino import from_openvino
-from rnnconv.commands.to_openvino import to_openvino, translate
+from rnnconv.commands.to_openvino import onnx_to_ir, to_openvino
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.dialects.openvino import reader, validate
 from tests.conftest import FIXTURES, OPENVINO_TOL, assert_close, check_ir, fixture_cases, openvino_outputs, reference
@@ -68,4 +68,4 @@ def test_folded_transposes_read_back_and_round_trip(tmp_path, kind):
 @pytest.mark.parametrize("fp16", [False, True])
 def test_every_fixture_converts_to_consistent_ir(fp16):
     for name in fixture_cases():
-        check_ir(translate(io.load(FIXTURES / name), fp16).graph, name)
+        check_ir(onnx_to_ir(io.load(FIXTURES / name), fp16).graph, name)
