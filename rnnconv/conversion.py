@@ -20,7 +20,7 @@ import dataclasses
 import os
 import re
 from pathlib import Path
-from typing import Callable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence
 
 import onnx_ir as ir
 
@@ -31,9 +31,13 @@ from rnnconv.errors import ContradictedOutputs, RnnconvError, Unsupported, Usage
 from rnnconv.passes.base import Pass, Rewrite, RewritePass
 from rnnconv.passes.fuse_match import Fusion
 from rnnconv.passes.transpose_fold import FoldTransposes
-from rnnconv.verification import VERIFY_MODES, checks, extract
+from rnnconv.verification import VERIFY_MODES
 from rnnconv.verification.model import Model, load_input, onnx_model
+from rnnconv.verification.options import CheckOptions
 from rnnconv.verification.report import Report
+
+if TYPE_CHECKING:  # loaded where a check runs: --verify none imports no checking code (nor its runtimes)
+    from rnnconv.verification import checks
 
 Progress = Callable[[int, int, str], None]
 
@@ -119,7 +123,7 @@ def run(source, translator: Translator, options: Optional[checks.CheckOptions] =
     as each step starts."""
     tick = progress or (lambda done, total, label: None)
     check_verify(verify)
-    options = (options or checks.CheckOptions()).holding(**translator.tolerances)
+    options = (options or CheckOptions()).holding(**translator.tolerances)
     out = Path(output) if output is not None else None
     targets = translator.targets(out) if out is not None else []
     files = translator.files(source)
@@ -139,7 +143,9 @@ def run(source, translator: Translator, options: Optional[checks.CheckOptions] =
         whole = verify == "full" and done.before is not None
         total = len(pairs) + whole + (out is not None)
         step = iter(range(total + 1))
-        report.checks.extend(checks.check_nodes(pairs, options, lambda label: tick(next(step), total, label)))
+        if verify != "none":
+            from rnnconv.verification import checks
+            report.checks.extend(checks.check_nodes(pairs, options, lambda label: tick(next(step), total, label)))
         if whole:
             tick(next(step), total, "whole model")
             report.checks.extend(checks.check_models(done.before, done.after, options, skipped=report.skipped,
@@ -419,6 +425,7 @@ def missing_step(command: str, message: str, before: int, after: int) -> Unsuppo
 
 def node_pair(model: ir.Model, r: Rewrite, subject: str) -> checks.NodePair:
     """The rewritten node alone and its replacement alone, as models with the same inputs and output names."""
+    from rnnconv.verification import checks, extract
     if isinstance(r, Fusion):
         return fusion_pair(model, r, subject)
     rn = r.original
@@ -438,6 +445,7 @@ def node_pair(model: ir.Model, r: Rewrite, subject: str) -> checks.NodePair:
 
 def fusion_pair(model: ir.Model, f: Fusion, subject: str) -> checks.NodePair:
     """The nodes a fusion matched and the ones that replace them, as models with the same inputs and outputs."""
+    from rnnconv.verification import checks, extract
     opsets, version = dict(model.opset_imports), max(model.ir_version, 4)
     olds, news = [old for old, _ in f.replaced], [new for _, new in f.replaced]
     # The context (a Loop's trip count computed from its sequence's shape) runs in both, on the same inputs.

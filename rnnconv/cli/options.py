@@ -78,7 +78,7 @@ CHECK_OPTIONS = ("atol", "rtol", "seed", "runs", "dims", "ranges", "inputs")
 
 def check_values(atol, rtol, seed, runs, dims, ranges, inputs):
     """The values of check_options as the API's CheckOptions, built once for every model a command converts."""
-    from rnnconv.verification.checks import CheckOptions  # on use: `rnnconv --help` stays light
+    from rnnconv.verification.options import CheckOptions  # on use: `rnnconv --help` stays light
 
     return CheckOptions.of(atol=parse_tolerance(atol, "--atol"), rtol=parse_tolerance(rtol, "--rtol"), seed=seed,
                            runs=runs, dims=parse_dims(dims), ranges=parse_ranges(ranges), inputs=inputs)

@@ -18,7 +18,7 @@ from rnnconv.dialects import onnx_quantized, onnx_recurrent
 from rnnconv.engine.op_dynamic_quantize_lstm import mlas_saturates
 from rnnconv.errors import Unsupported
 from rnnconv.passes.dequantize import DequantizePass
-from rnnconv.verification.checks import CheckOptions
+from rnnconv.verification.options import CheckOptions
 from rnnconv.verification.tolerance import DEQUANTIZED_ATOL, DEQUANTIZED_RTOL
 
 SATURATION = ("{} hold(s) full-range 8-bit weights, and onnxruntime's integer GEMM on this CPU (x86 with AVX2, "

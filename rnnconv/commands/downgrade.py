@@ -7,7 +7,7 @@ from typing import Optional
 from rnnconv import conversion
 from rnnconv.errors import UsageError
 from rnnconv.passes.opset import OpsetPass
-from rnnconv.verification.checks import CheckOptions
+from rnnconv.verification.options import CheckOptions
 
 
 def translator(opset: int, external_data: Optional[bool] = None) -> conversion.Passes:

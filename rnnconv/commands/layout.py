@@ -16,7 +16,7 @@ from rnnconv.dialects.onnx_recurrent import LAYOUT_SINCE
 from rnnconv.errors import Unsupported, UsageError
 from rnnconv.passes.layout import LayoutPass, select
 from rnnconv.passes.opset import OpsetPass
-from rnnconv.verification.checks import CheckOptions
+from rnnconv.verification.options import CheckOptions
 
 
 def translator(to: int, nodes: Optional[Sequence[str]] = None, opset: Optional[int] = None,

@@ -21,7 +21,7 @@ from rnnconv.dialects.onnx_recurrent import node_label
 from rnnconv.errors import Unsupported, UsageError
 from rnnconv.passes.base import PassResult
 from rnnconv.passes.settle_ifs import SettleIfs, Settled, ifs
-from rnnconv.verification.checks import CheckOptions
+from rnnconv.verification.options import CheckOptions
 
 
 class _Settle(SettleIfs):

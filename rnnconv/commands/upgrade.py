@@ -10,7 +10,7 @@ from rnnconv import conversion, schemas
 from rnnconv.engine.onnxruntime_runtime import newest_common_opset
 from rnnconv.errors import ContradictedOutputs, UsageError, VerificationFailed
 from rnnconv.passes.opset import OpsetPass
-from rnnconv.verification.checks import CheckOptions
+from rnnconv.verification.options import CheckOptions
 
 
 def translator(target: int, notes: list = (), external_data: Optional[bool] = None, correct: bool = True

@@ -10,11 +10,17 @@ result depends on the thread count when the batch is above 1, and rnnconv's kern
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib.util
+import json
+import os
 import pickle
 import re
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Mapping, Optional
 
 import numpy as np
@@ -197,7 +203,23 @@ def _identity(opset: int, ir_version: int):
 
 @functools.lru_cache(maxsize=1)
 def newest_common_opset() -> int:
-    """The newest default-domain opset that both the installed onnx and onnxruntime accept."""
+    """The newest default-domain opset that both the installed onnx and onnxruntime accept. Probing it imports
+    onnxruntime and opens sessions (about 0.15 s and 30 MB, a fifth of an unverified `upgrade`): the answer is
+    kept in the user's cache, under the installed pair (`_installed`), so later runs read it."""
+    installed = _installed()
+    cache = _opset_cache()
+    known = _read_json(cache) if installed and cache else {}
+    if isinstance(known.get(installed), int):
+        return known[installed]
+    opset = _probe_newest_opset()
+    if installed and cache:
+        # One entry per installation (virtual environments share the cache), the newest 16 kept.
+        _write_json(cache, dict(list({k: v for k, v in known.items() if k != installed}.items())[-15:],
+                                **{installed: opset}))
+    return opset
+
+
+def _probe_newest_opset() -> int:
     import onnxruntime as ort
 
     for opset in range(schemas.latest_opset(), 6, -1):
@@ -208,6 +230,51 @@ def newest_common_opset() -> int:
         except Exception:
             continue
     return 7
+
+
+def _installed() -> str:
+    """onnx's newest opset and onnxruntime's native library (path, size, modification time), found without
+    importing onnxruntime: any reinstall of either changes it. Empty when onnxruntime is not installed."""
+    try:
+        spec = importlib.util.find_spec("onnxruntime")
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    native = sorted(Path(next(iter(spec.submodule_search_locations)), "capi").glob("onnxruntime_pybind11_state*"))
+    if not native:
+        return ""
+    st = native[0].stat()
+    return f"onnx opset {schemas.latest_opset()}; {native[0]} {st.st_size} {st.st_mtime_ns}"
+
+
+def _opset_cache():
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root, "rnnconv", "onnxruntime-opset.json") if os.path.isabs(root) else None
+
+
+def _read_json(path) -> dict:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _write_json(path, value: dict) -> None:
+    """Atomically (a parallel run reads the old file or the new one); a cache that cannot be written is skipped."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".opset-")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> list[tuple[Optional[dict], str]]:

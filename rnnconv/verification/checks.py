@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Mapping, Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -49,49 +49,16 @@ from rnnconv.verification.inputs import (
     read_inputs,
 )
 from rnnconv.verification.model import Model
+from rnnconv.verification.options import CheckOptions  # re-exported: its home is light, for --verify none
 from rnnconv.verification.results import Check, compare_outputs, failed
 from rnnconv.verification.sizes import COMPARED, empty_window
 from rnnconv.verification.specs import InputSpec, merge_specs, told_sizes
-from rnnconv.verification.tolerance import Tolerance, Tolerances
 
 BIG_WEIGHT_BYTES = 64 << 20
 ENGINE_GAP = "rnnconv's engine cannot run the converted model"
 # What the checks running beside an early-started runtime hold, per byte of the model's weights (onnxruntime's
 # session of the source: 1.6x measured on a 1 GB LSTM), with a margin: start_runtime demands it on top.
 BESIDE_FACTOR = 2.0
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckOptions:
-    """How inputs are made and outputs compared; the same for every command (and `rnnconv verify`).
-
-    dims: symbol, "batch" / "seq" or "INPUT:AXIS" -> size; ranges: input -> (lo, hi); inputs: an .npz path or a
-    dict of arrays (inputs it lacks are drawn); runs: how many input sets."""
-
-    seed: int = 0
-    runs: Optional[int] = None
-    dims: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    ranges: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
-    inputs: Union[None, str, os.PathLike, Mapping[str, np.ndarray]] = None
-    tolerances: Tolerances = Tolerances()
-
-    @classmethod
-    def of(cls, *, seed: int = 0, runs: Optional[int] = None, dims=None, ranges=None, inputs=None,
-           atol: Tolerance = None, rtol: Tolerance = None, fp16_weights: bool = False, dequantized: bool = False
-           ) -> "CheckOptions":
-        return cls(seed, runs, dict(dims or {}), dict(ranges or {}), inputs,
-                   Tolerances(atol, rtol, fp16_weights, dequantized))
-
-    @classmethod
-    def given(cls, options: Optional["CheckOptions"], keywords: Mapping) -> "CheckOptions":
-        """An API call's options: `options` (as the CLI builds them) or their keywords (see `of`), not both."""
-        if options is not None and keywords:
-            raise TypeError(f"give options or {', '.join(keywords)}, not both")
-        return options if options is not None else cls.of(**keywords)
-
-    def holding(self, **facts) -> "CheckOptions":
-        """These options under the conversion's own tolerance facts (Tolerances: fp16_weights, dequantized)."""
-        return dataclasses.replace(self, tolerances=dataclasses.replace(self.tolerances, **facts)) if facts else self
 
 
 def precision_for(model: ir.Model, nodes: Optional[Sequence[onnx_recurrent.RecurrentNode]] = None) -> str:
