@@ -314,11 +314,17 @@ def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> lis
     key = _job_key(job)
     known = next((answer for k, answer in _ANSWERED if k == key), None) if key is not None else None
     if known is not None:
-        return _refusals(known)
+        return _refusals(_copied(known))
     answers = _ask(job)
     if key is not None and all(out is not None for out, _ in answers):
-        _ANSWERED[:] = [*_ANSWERED[-(_ANSWERS_KEPT - 1):], (key, answers)]
+        _ANSWERED[:] = [*_ANSWERED[-(_ANSWERS_KEPT - 1):], (key, _copied(answers))]
     return _refusals(answers)
+
+
+def _copied(answers: list) -> list:
+    """Answers whose arrays no other caller holds (one may change its outputs in place)."""
+    return [(None if out is None else {k: np.array(v, copy=True) for k, v in out.items()}, why)
+            for out, why in answers]
 
 
 def _job_key(job: dict) -> Optional[tuple]:
