@@ -332,7 +332,7 @@ def _job_key(job: dict) -> Optional[tuple]:
     offset, type and shape, or its bytes, the threads, and the inputs' bytes. None (not kept) when the weights
     sent in memory pass KEY_BYTES."""
     models, held = [], 0
-    for proto, specs, threads in job["models"]:
+    for proto, specs, *settings in job["models"]:  # settings: the threads (and whatever a job adds)
         weights, files = [], {}
         for name, spec in sorted(specs.items()):
             if isinstance(spec, np.ndarray):
@@ -349,8 +349,9 @@ def _job_key(job: dict) -> Optional[tuple]:
                     return None
                 files[path] = (st.st_size, st.st_mtime_ns)
             weights.append((name, spec))
-        models.append((proto, tuple(weights), tuple(sorted(files.items())), threads))
-    return tuple(models), tuple(sorted((k, _array_key(v)) for k, v in job["feeds"].items()))
+        models.append((proto, tuple(weights), tuple(sorted(files.items())), repr(settings)))
+    rest = repr(sorted((k, v) for k, v in job.items() if k not in ("models", "feeds")))  # options a job may gain
+    return tuple(models), tuple(sorted((k, _array_key(v)) for k, v in job["feeds"].items())), rest
 
 
 def _array_key(a: np.ndarray) -> tuple:
