@@ -329,8 +329,8 @@ def _copied(answers: list) -> list:
 
 def _job_key(job: dict) -> Optional[tuple]:
     """What a job computes, comparable: the model bytes, each weight's file (with its size and modification time),
-    offset, type and shape, or its bytes, the threads, and the inputs' bytes. None (not kept) when the weights
-    sent in memory pass KEY_BYTES."""
+    offset, type and shape, or its bytes, the threads, and the inputs' bytes. None (not kept) for a model without
+    external weights (small: running it again costs little) or whose weights sent in memory pass KEY_BYTES."""
     models, held = [], 0
     for proto, specs, *settings in job["models"]:  # settings: the threads (and whatever a job adds)
         weights, files = [], {}
@@ -349,6 +349,8 @@ def _job_key(job: dict) -> Optional[tuple]:
                     return None
                 files[path] = (st.st_size, st.st_mtime_ns)
             weights.append((name, spec))
+        if not files:
+            return None
         models.append((proto, tuple(weights), tuple(sorted(files.items())), repr(settings)))
     rest = repr(sorted((k, v) for k, v in job.items() if k not in ("models", "feeds")))  # options a job may gain
     return tuple(models), tuple(sorted((k, _array_key(v)) for k, v in job["feeds"].items())), rest
