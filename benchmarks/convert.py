@@ -1,6 +1,7 @@
 """Conversion wall time and peak RSS on generated LSTM models, as ratios against anchors measured in the same run.
 
-Anchors: `cp` of the same bytes (the physical floor), plain onnx.load + onnx.save (the floor for ONNX -> ONNX),
+Anchors: `cp` of the same bytes (the physical floor), `python -c "import onnx"` (with two `cp`, the floor of an
+unverified ONNX -> ONNX conversion), plain onnx.load + onnx.save (the floor for ONNX -> ONNX),
 onnx's version converter 14 -> 13 (where it works), and for to-openvino OpenVINO's own route twice: converted and
 saved (ov.convert_model + ov.save_model(compress_to_fp16=False)), and checked as a user checks it (the same, then
 ov.compile_model of the saved IR and one inference, the converted model still held as a script holds it); and the
@@ -140,6 +141,7 @@ def main() -> None:
                            stdout=subprocess.DEVNULL)
         rows = {
             "cp": ["cp", str(src), str(src) + ".data", str(out)],
+            "import onnx": [PY, "-c", "import onnx"],
             "onnx.load + onnx.save": [PY, "-c", LOAD_SAVE, str(src), str(out / "m.onnx")],
             "onnx version_converter 14->13": [PY, "-c", CONVERTER, str(src), str(out / "m.onnx")],
             "upgrade --no-verify": [*rnnconv, "upgrade", str(src), "-o", str(out / "m.onnx"), "--no-verify"],
@@ -161,7 +163,7 @@ def main() -> None:
             "ov runtime alone, rnnconv's IR": [PY, "-c", RUNTIME_ALONE, str(ir), str(SIZES[size])],
         }
         if args.only:
-            anchors = {"cp", "onnx.load + onnx.save"} | ({n for n in rows if n.startswith("ov")}
+            anchors = {"cp", "import onnx", "onnx.load + onnx.save"} | ({n for n in rows if n.startswith("ov")}
                                                           if "openvino" in args.only else set())
             rows = {n: c for n, c in rows.items() if args.only in n or n in anchors}
         results = medians(rows, args.repeat, cleanup)
@@ -171,22 +173,24 @@ def main() -> None:
             flag = "" if ok else "  (failed)"
             print(f"{size:>6} {name:<34} {wall:8.2f} {rss:8.0f} {wall / cp_wall:6.1f} {wall / ls_wall:11.2f} "
                   f"{rss * 2**20 / nbytes:10.2f}{flag}")
-        # The issue's targets, from this run's own anchors.
+        # The targets, from this run's own anchors. Unverified: the bytes copied twice (read, written) plus the
+        # start of a Python process that reads ONNX.
         size_mib = nbytes / 2**20
+        floor_nv = 2 * cp_wall + results["import onnx"][0] if "import onnx" in results else 2 * cp_wall
         for name, (wall, rss, ok) in results.items():
             if name.endswith("--no-verify") and not name.startswith("to-openvino"):
-                verdict = wall <= 2 * cp_wall and rss <= 256
-                print(f"{size:>6} target {name}: wall <= 2x cp ({wall / cp_wall:.1f}x), RSS <= 256 MiB ({rss:.0f}): "
-                      f"{'met' if verdict and ok else 'NOT met'}")
+                verdict = wall <= floor_nv and rss <= 256
+                print(f"{size:>6} target {name}: wall <= 2x cp + import onnx ({wall / floor_nv:.2f}x), RSS <= 256 MiB "
+                      f"({rss:.0f}): {'met' if verdict and ok else 'NOT met'}")
             elif "(verified)" in name and not name.startswith("to-openvino"):
-                verdict = wall < ls_wall and rss <= 1.1 * size_mib
-                print(f"{size:>6} target {name}: faster than load+save ({wall / ls_wall:.2f}x), RSS <= 1.1x size "
+                verdict = wall <= ls_wall and rss <= 1.1 * size_mib
+                print(f"{size:>6} target {name}: wall <= load+save ({wall / ls_wall:.2f}x), RSS <= 1.1x size "
                       f"({rss / size_mib:.2f}x): {'met' if verdict and ok else 'NOT met'}")
         # to-openvino against OpenVINO's own route: without the runtime's compile, against convert + save;
         # verified by default (which compiles the IR in the runtime), against the same checked as a user does.
         targets = (("to-openvino --no-verify", "ov.convert_model + save_model", 0.5, 0.5),
                    ("to-openvino --verify node", "ov.convert_model + save_model", 0.5, 0.5),
-                   ("to-openvino (verified)", "ov convert+save+compile+infer", 0.6, 1.0))
+                   ("to-openvino (verified)", "ov convert+save+compile+infer", 0.4, 0.6))
         for name, anchor, wall_x, rss_x in targets:
             if name not in results or anchor not in results:
                 continue
@@ -199,6 +203,10 @@ def main() -> None:
         if floor in results and anchor in results:
             print(f"{size:>6} floor of to-openvino (verified): {floor} {results[floor][0] / results[anchor][0]:.2f}x "
                   f"of {anchor} (wall), peak RSS {results[floor][1] / results[anchor][1]:.2f}x")
+            ours = results.get("to-openvino (verified)")
+            if ours is not None:
+                print(f"{size:>6} to-openvino (verified) / its floor: wall {ours[0] / results[floor][0]:.2f}x, peak RSS "
+                      f"{ours[1] / results[floor][1]:.2f}x")
         shutil.rmtree(ir.parent, ignore_errors=True)
         if not args.keep:
             for p in work.glob(f"lstm{size}.onnx*"):

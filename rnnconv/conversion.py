@@ -23,7 +23,7 @@ import numbers
 import os
 import re
 from pathlib import Path
-from typing import Callable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence
 
 import onnx_ir as ir
 
@@ -41,6 +41,9 @@ from rnnconv.verification.options import CheckOptions
 from rnnconv.verification.plan import CheckPlan, Longer, NodePair, Runtimes, WholeModel
 from rnnconv.verification.report import Report
 from rnnconv.verification.runner import EarlyRuntime, verify_plan
+
+if TYPE_CHECKING:  # loaded where a check runs: --verify none imports no checking code (nor its runtimes)
+    from rnnconv.verification import checks
 
 Progress = Callable[[int, int, str], None]
 
@@ -450,6 +453,7 @@ def missing_step(command: str, message: str, before: int, after: int) -> Unsuppo
 
 def node_pair(model: ir.Model, r: Rewrite, subject: str) -> NodePair:
     """The rewritten node alone and its replacement alone, as models with the same inputs and output names."""
+    from rnnconv.verification import checks, extract
     if isinstance(r, Fusion):
         return fusion_pair(model, r, subject)
     rn = r.original
@@ -469,6 +473,7 @@ def node_pair(model: ir.Model, r: Rewrite, subject: str) -> NodePair:
 
 def fusion_pair(model: ir.Model, f: Fusion, subject: str) -> NodePair:
     """The nodes a fusion matched and the ones that replace them, as models with the same inputs and outputs."""
+    from rnnconv.verification import checks, extract
     opsets, version = dict(model.opset_imports), max(model.ir_version, 4)
     olds, news = [old for old, _ in f.replaced], [new for _, new in f.replaced]
     # The context (a Loop's trip count computed from its sequence's shape) runs in both, on the same inputs.

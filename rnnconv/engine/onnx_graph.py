@@ -29,7 +29,15 @@ import onnx_ir as ir
 from rnnconv.dialects import onnx_quantized
 from rnnconv.dialects.onnx_recurrent import node_label
 from rnnconv.engine import ONNXRUNTIME, RNNCONV, partition, reference
-from rnnconv.engine.onnxruntime_runtime import NodeSession, Session, max_ir_version
+from rnnconv.engine.onnxruntime_runtime import (
+    ISOLATE_WEIGHT_BYTES,
+    Crashed,
+    NodeSession,
+    Session,
+    external_bytes,
+    max_ir_version,
+    run_isolated,
+)
 from rnnconv.engine.op_dynamic_quantize_lstm import ONNXRUNTIME_THREADS, dynamic_quantize_lstm
 from rnnconv.engine.op_gru import gru
 from rnnconv.engine.op_lstm import lstm
@@ -136,20 +144,36 @@ class Executor:
             return None
         if any(v.dtype == ir.DataType.BFLOAT16 for v in [*graph.inputs, *graph.outputs]):
             return None  # onnxruntime's Python API moves no bfloat16 arrays: the segments' way
-        try:
-            session = Session(self.model)
-        except Exception:  # the segments' way finds the node onnxruntime lacks
-            return None
-        try:
-            wanted = {i.name for i in session.inputs()}
-            got = session.run({k: v for k, v in feeds.items() if k in wanted})
-        except Exception:  # these inputs: node by node, the node that fails says why
-            segments, _ = self._segments_of(graph, frame)
-            self._one_by_one.add(segments[0])
-            return None
+        if external_bytes(self.model) > ISOLATE_WEIGHT_BYTES:
+            got = self._whole_isolated(feeds)
+            if got is None:
+                return None
+        else:
+            try:
+                session = Session(self.model)
+            except Exception:  # the segments' way finds the node onnxruntime lacks
+                return None
+            try:
+                wanted = {i.name for i in session.inputs()}
+                got = session.run({k: v for k, v in feeds.items() if k in wanted})
+            except Exception:  # these inputs: node by node, the node that fails says why
+                segments, _ = self._segments_of(graph, frame)
+                self._one_by_one.add(segments[0])
+                return None
         for node in graph:
             self._place(node, frame, ONNXRUNTIME)
         return {v.name: got[v.name] for v in graph.outputs}
+
+    def _whole_isolated(self, feeds: Mapping[str, np.ndarray]) -> Optional[dict[str, np.ndarray]]:
+        """A big model's whole run in onnxruntime's own process, as its whole-model check runs it: this process
+        maps none of its weights, and the check is answered from this run (run_isolated). None where onnxruntime
+        refuses or fails it (the segments' way, in this process, then finds the node)."""
+        wanted = {v.name for v in self.model.graph.inputs}
+        try:
+            [(got, _)] = run_isolated([self.model], {k: v for k, v in feeds.items() if k in wanted})
+        except Crashed:
+            return None
+        return got
 
     def _place(self, node: ir.Node, frame: _Frame, place: str) -> None:
         key = (node, frame.calls)

@@ -10,11 +10,17 @@ result depends on the thread count when the batch is above 1, and rnnconv's kern
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib.util
+import json
+import os
 import pickle
 import re
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Mapping, Optional
 
 import numpy as np
@@ -197,7 +203,23 @@ def _identity(opset: int, ir_version: int):
 
 @functools.lru_cache(maxsize=1)
 def newest_common_opset() -> int:
-    """The newest default-domain opset that both the installed onnx and onnxruntime accept."""
+    """The newest default-domain opset that both the installed onnx and onnxruntime accept. Probing it imports
+    onnxruntime and opens sessions (about 0.15 s and 30 MB, a fifth of an unverified `upgrade`): the answer is
+    kept in the user's cache, under the installed pair (`_installed`), so later runs read it."""
+    installed = _installed()
+    cache = _opset_cache()
+    known = _read_json(cache) if installed and cache else {}
+    if isinstance(known.get(installed), int):
+        return known[installed]
+    opset = _probe_newest_opset()
+    if installed and cache:
+        # One entry per installation (virtual environments share the cache), the newest 16 kept.
+        _write_json(cache, dict(list({k: v for k, v in known.items() if k != installed}.items())[-15:],
+                                **{installed: opset}))
+    return opset
+
+
+def _probe_newest_opset() -> int:
     import onnxruntime as ort
 
     for opset in range(schemas.latest_opset(), 6, -1):
@@ -234,9 +256,72 @@ def ort_session(path, threads: Optional[int] = None):
     return ort.InferenceSession(str(path), _options(threads), providers=["CPUExecutionProvider"])
 
 
+def _installed() -> str:
+    """onnx's newest opset and onnxruntime's native library (path, size, modification time), found without
+    importing onnxruntime: any reinstall of either changes it. Empty when onnxruntime is not installed."""
+    try:
+        spec = importlib.util.find_spec("onnxruntime")
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    native = sorted(Path(next(iter(spec.submodule_search_locations)), "capi").glob("onnxruntime_pybind11_state*"))
+    if not native:
+        return ""
+    st = native[0].stat()
+    return f"onnx opset {schemas.latest_opset()}; {native[0]} {st.st_size} {st.st_mtime_ns}"
+
+
+def _opset_cache():
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root, "rnnconv", "onnxruntime-opset.json") if os.path.isabs(root) else None
+
+
+def _read_json(path) -> dict:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _write_json(path, value: dict) -> None:
+    """Atomically (a parallel run reads the old file or the new one); a cache that cannot be written is skipped."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".opset-")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+# Models whose external weights pass this run in onnxruntime's own process (run_isolated), whoever asks: rnnconv's
+# engine (onnx_graph's whole-model session) as the whole-model checks.
+ISOLATE_WEIGHT_BYTES = 64 << 20
+# run_isolated's last answers, by what it sent: rnnconv's engine runs a model onnxruntime runs entirely as one
+# onnxruntime session, and the whole-model check then asks onnxruntime for that very run (the same model bytes,
+# weights, threads and inputs), which a second child would only repeat (about the model's size read again).
+_ANSWERED: list = []
+_ANSWERS_KEPT = 4
+KEY_BYTES = 16 << 20  # weights sent in memory up to this size are part of the key (bigger: not kept)
+
+
+def external_bytes(model: ir.Model) -> int:
+    """The bytes of the model's weights held in external data files."""
+    return sum(v.const_value.nbytes for v in model.graph.initializers.values()
+               if isinstance(v.const_value, ir.ExternalTensor))
+
+
 def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> list[tuple[Optional[dict], str]]:
     """Run each model in one child process (`ort_worker`): per model, (outputs, "") or (None, why onnxruntime
-    refused or failed); Crashed if the process died. External weights are named by file and offset, not sent."""
+    refused or failed); Crashed if the process died. External weights are named by file and offset, not sent.
+    A model and inputs already answered in this process are answered again from that run (`_ANSWERED`)."""
     job: dict = {"models": [], "feeds": {k: np.asarray(v) for k, v in feeds.items()}}
     for model in models:
         proto, weights = weights_as_inputs(model)
@@ -250,13 +335,59 @@ def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> lis
             else:
                 specs[name] = np.asarray(array, order="C")  # a scalar stays rank 0
         job["models"].append((proto.SerializeToString(), specs, threads_for(model)))
-    return _ask(job)
+    key = _job_key(job)
+    known = next((answer for k, answer in _ANSWERED if k == key), None) if key is not None else None
+    if known is not None:
+        return _refusals(_copied(known))
+    answers = _ask(job)
+    if key is not None and all(out is not None for out, _ in answers):
+        _ANSWERED[:] = [*_ANSWERED[-(_ANSWERS_KEPT - 1):], (key, _copied(answers))]
+    return _refusals(answers)
 
 
-def _ask(job: dict) -> list[tuple[Optional[dict], str]]:
+def _copied(answers: list) -> list:
+    """Answers whose arrays no other caller holds (one may change its outputs in place)."""
+    return [(None if out is None else {k: np.array(v, copy=True) for k, v in out.items()}, why)
+            for out, why in answers]
+
+
+def _job_key(job: dict) -> Optional[tuple]:
+    """What a job computes, comparable: the model bytes, each weight's file (with its size and modification time),
+    offset, type and shape, or its bytes, the threads, and the inputs' bytes. None (not kept) for a model without
+    external weights (small: running it again costs little) or whose weights sent in memory pass KEY_BYTES."""
+    models, held = [], 0
+    for proto, specs, *settings in job["models"]:  # settings: the threads (and whatever a job adds)
+        weights, files = [], {}
+        for name, spec in sorted(specs.items()):
+            if isinstance(spec, np.ndarray):
+                held += spec.nbytes
+                if held > KEY_BYTES:
+                    return None
+                weights.append((name, _array_key(spec)))
+                continue
+            path = spec[0]
+            if path not in files:
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    return None
+                files[path] = (st.st_size, st.st_mtime_ns)
+            weights.append((name, spec))
+        if not files:
+            return None
+        models.append((proto, tuple(weights), tuple(sorted(files.items())), repr(settings)))
+    rest = repr(sorted((k, v) for k, v in job.items() if k not in ("models", "feeds")))  # options a job may gain
+    return tuple(models), tuple(sorted((k, _array_key(v)) for k, v in job["feeds"].items())), rest
+
+
+def _array_key(a: np.ndarray) -> tuple:
+    return a.dtype.name, a.dtype.str, a.shape, a.tobytes()
+
+
+def _ask(job: dict) -> list:
     if serving.sharing():  # batch mode: the child that answered the previous models
         try:
-            return _refusals(serving.child(ORT_WORKER).ask(job))
+            return serving.child(ORT_WORKER).ask(job)
         except serving.Gone as err:
             serving.drop(ORT_WORKER)
             raise Crashed(f"onnxruntime's process failed ({err})") from None
@@ -264,7 +395,7 @@ def _ask(job: dict) -> list[tuple[Optional[dict], str]]:
     if proc.returncode != 0:
         tail = (proc.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
         raise Crashed(f"onnxruntime's process failed ({tail[:300]})")
-    return _refusals(pickle.loads(proc.stdout))
+    return pickle.loads(proc.stdout)
 
 
 def _refusals(answers: list) -> list[tuple[Optional[dict], str]]:

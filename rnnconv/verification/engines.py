@@ -29,7 +29,7 @@ from rnnconv.errors import NodeFailed, RnnconvError, UsageError
 from rnnconv.verification.model import Model
 
 # External weights above this many bytes are run by onnxruntime in a child process that maps them itself.
-ISOLATE_WEIGHT_BYTES = 64 << 20
+ISOLATE_WEIGHT_BYTES = ort.ISOLATE_WEIGHT_BYTES
 
 
 class CannotRun(Exception):
