@@ -34,16 +34,14 @@ from rnnconv.errors import ContradictedOutputs, RnnconvError, Unsupported, Usage
 from rnnconv.passes.base import Pass, Rewrite, RewritePass
 from rnnconv.passes.fuse_match import Fusion
 from rnnconv.passes.transpose_fold import FoldTransposes
-from rnnconv.verification import VERIFY_MODES, extract
-from rnnconv.verification.checks import precision_for
+from rnnconv.verification import VERIFY_MODES
 from rnnconv.verification.model import Model, load_input, onnx_model
 from rnnconv.verification.options import CheckOptions
 from rnnconv.verification.plan import CheckPlan, Longer, NodePair, Runtimes, WholeModel
 from rnnconv.verification.report import Report
-from rnnconv.verification.runner import EarlyRuntime, verify_plan
 
-if TYPE_CHECKING:  # loaded where a check runs: --verify none imports no checking code (nor its runtimes)
-    from rnnconv.verification import checks
+if TYPE_CHECKING:
+    from rnnconv.verification.runner import EarlyRuntime
 
 Progress = Callable[[int, int, str], None]
 
@@ -141,7 +139,11 @@ def run_conversion(source, translator: Translator, options: Optional[CheckOption
         io.check_suffix(out, *translator.suffix)
     report = Report(translator.command, verified=verify)
     with contextlib.ExitStack() as stack:
-        early = EarlyRuntime.wanted(translator.runtimes, verify, stack)  # its import overlaps the translation
+        early: Optional[EarlyRuntime] = None
+        if verify != "none":  # --verify none loads no checking code (nor its runtimes)
+            from rnnconv.verification.runner import EarlyRuntime, verify_plan
+
+            early = EarlyRuntime.wanted(translator.runtimes, verify, stack)  # its import overlaps the translation
         done = translator.translate(loaded, Job(source, out, verify, force, options, report, stack))
         options = options.holding(fp16_weights=done.fp16_weights)
         plan = done.plan.scoped(verify)
@@ -158,8 +160,9 @@ def run_conversion(source, translator: Translator, options: Optional[CheckOption
                 staged.append(done.stage(out))
             return staged[0].temps[-1]
 
-        verify_plan(plan, options, report, early=early, stage=stage,
-                    progress=lambda label: tick(next(step), total, label))
+        if verify != "none":
+            verify_plan(plan, options, report, early=early, stage=stage,
+                        progress=lambda label: tick(next(step), total, label))
         if not report.ok:
             raise VerificationFailed(f"{translator.command}: {report.verdict()}; nothing written{plan.failed}",
                                      report, fixes=plan.fixes)
@@ -453,7 +456,8 @@ def missing_step(command: str, message: str, before: int, after: int) -> Unsuppo
 
 def node_pair(model: ir.Model, r: Rewrite, subject: str) -> NodePair:
     """The rewritten node alone and its replacement alone, as models with the same inputs and output names."""
-    from rnnconv.verification import checks, extract
+    from rnnconv.verification import extract
+    from rnnconv.verification.checks import precision_for
     if isinstance(r, Fusion):
         return fusion_pair(model, r, subject)
     rn = r.original
@@ -473,7 +477,8 @@ def node_pair(model: ir.Model, r: Rewrite, subject: str) -> NodePair:
 
 def fusion_pair(model: ir.Model, f: Fusion, subject: str) -> NodePair:
     """The nodes a fusion matched and the ones that replace them, as models with the same inputs and outputs."""
-    from rnnconv.verification import checks, extract
+    from rnnconv.verification import extract
+    from rnnconv.verification.checks import precision_for
     opsets, version = dict(model.opset_imports), max(model.ir_version, 4)
     olds, news = [old for old, _ in f.replaced], [new for _, new in f.replaced]
     # The context (a Loop's trip count computed from its sequence's shape) runs in both, on the same inputs.

@@ -24,9 +24,10 @@ import enum
 from typing import Optional, Union
 
 from rnnconv.engine import ONNXRUNTIME, OPENVINO, RNNCONV, openvino_runtime
-from rnnconv.verification import allowances, engines
-from rnnconv.verification.checks import precision_for
 from rnnconv.verification.model import Model
+
+# allowances, engines and checks are imported where a plan is chosen, not where one is built: a command run with
+# --verify none builds its plan (empty) without loading checking code.
 
 ENGINE_GAP = "rnnconv's engine cannot run the converted model"
 # What the checks running beside an early-started runtime hold, per byte of the model's weights (onnxruntime's
@@ -130,6 +131,7 @@ class Machine:
 
     @classmethod
     def this(cls) -> "Machine":
+        from rnnconv.verification import allowances
         return cls(openvino_runtime.available(), allowances.available_memory())
 
 
@@ -160,6 +162,7 @@ class Side:
 
     @property
     def label(self) -> str:
+        from rnnconv.verification import engines
         return engines.label(self.engine, self.model, self.precision)
 
 
@@ -219,6 +222,7 @@ def choose(whole: WholeModel, machine: Machine) -> Choice:
         rnnconv's engine, one that refuses the converted model fails the comparison unless a runtime fact
         explains the refusal (then rnnconv's engine runs it instead); see runner's outcomes. The ONNX file the
         command writes (WholeModel.as_written) runs from that file as users load it."""
+    from rnnconv.verification import allowances, engines
     before, after, runtimes = whole.before, whole.after, whole.runtimes
     precision = whole.precision or precision_of(before)
     cross = before.format != after.format
@@ -265,6 +269,7 @@ def _converted(after: Model, engine: str, isolate: bool, as_written: bool) -> Si
     """The converted model in its runtime: a refusal fails the comparison, unless a runtime fact explains it. The
     ONNX file the command writes runs in onnxruntime from that file, as users load it, where onnxruntime's Python
     API takes its inputs and outputs (engines.runs_as_written): one session for the comparison and the load."""
+    from rnnconv.verification import allowances, engines
     known = allowances.known_refusal(after, engine)
     return Side(after, engine, isolate=isolate, failure=Failure.STANDS_IN if known else Failure.FAILS, known=known,
                 as_written=as_written and not known and engine == ONNXRUNTIME and engines.runs_as_written(after))
@@ -273,12 +278,14 @@ def _converted(after: Model, engine: str, isolate: bool, as_written: bool) -> Si
 def unfit(model: Model, machine: Machine, *, early: bool = False) -> Optional[str]:
     """Why the OpenVINO runtime cannot compile `model` here (allowances.would_not_fit); `early`: with the other
     checks running beside it."""
+    from rnnconv.verification import allowances
     factor = allowances.RUNTIME_COMPILE_FACTOR + (BESIDE_FACTOR if early else 0.0)
     return allowances.would_not_fit(model, factor, machine.memory)
 
 
 def precision_of(model: Model) -> str:
     """rnnconv's engine precision for a whole model: float32 for big layers of an ONNX model, else float64."""
+    from rnnconv.verification.checks import precision_for
     return precision_for(model.onnx) if model.format == "onnx" else "float64"
 
 
@@ -299,6 +306,7 @@ def choose_versus(versus: Versus) -> tuple[Against, ...]:
     baseline (runner). Case 1: a side given several engines (`all`) skips those that cannot run it. Case 2: an
     engine named alone that cannot run its model stops the command. Case 3: OpenVINO reading an ONNX model with a
     DynamicQuantizeLSTM approximates the op by nature: held to 'dequantized' (allowances.approximates)."""
+    from rnnconv.verification import allowances
     out = []
     for side, model, names in (("reference", versus.reference, versus.reference_engines),
                                ("candidate", versus.candidate, versus.candidate_engines)):
