@@ -91,4 +91,6 @@ def test_no_telemetry_files_in_home_or_temp(command, tmp_path):
                                                tmp_path / "again")
         assert proc.returncode == 0, proc.stderr
         assert not [p for p in [*home2.rglob("*"), *tmp2.rglob("*")]]
-    assert not [p for p in [*home.rglob("*"), *tmp.rglob("*")]]
+    # rnnconv's one documented file there: the default upgrade opset, found once per installed onnx and onnxruntime
+    own = {home / ".cache", home / ".cache" / "rnnconv", home / ".cache" / "rnnconv" / "onnxruntime-opset.json"}
+    assert not [p for p in [*home.rglob("*"), *tmp.rglob("*")] if p not in own]

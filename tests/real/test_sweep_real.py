@@ -8,6 +8,8 @@ line, its last on stderr, and check's findings (its exit 1) are its report on st
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.real.conftest import DOCUMENTED_EXIT_CODES, NAMES, QUANTIZED, rnnconv_cli
@@ -89,3 +91,24 @@ def _expect(model, command: str, run) -> None:
     print(f"{model.name} {command}: exit {run.code} {said.splitlines()[-1] if said else ''}")
     assert run.code == code, f"{command}: exit {run.code}, expected {code}\n{run.stdout[-2000:]}\n{run.stderr}"
     assert why in said, said
+    if run.code == 0:
+        _exercised_or_said_why(run.stdout, command)
+
+
+# "exercised: NODE OP 5 steps, batch 3 (why)": the report's line for each recurrent node a whole-model check ran.
+EXERCISED = re.compile(r"exercised: (\S+) \S+ (\d+|steps not known)(?: steps?)?, (?:batch (\d+)|batch not known)"
+                       r"(?: \((.+)\))?$")
+
+
+def _exercised_or_said_why(stdout: str, command: str) -> None:
+    """No "verified" at fewer than 8 time steps or a batch below 2 where the model allows more (issue 29): each
+    recurrent node a whole-model check ran took at least 8 steps and a batch of 2, or the report says why not."""
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("exercised:"):
+            continue
+        m = EXERCISED.match(line)
+        assert m, f"{command}: unreadable {line!r}"
+        node, steps, batch, why = m.groups()
+        short = (steps.isdigit() and int(steps) < 8) or (batch is not None and int(batch) < 2)
+        assert why or not short, f"{command}: {node} ran short and the report says not why: {line!r}"
