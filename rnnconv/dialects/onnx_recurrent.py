@@ -91,6 +91,13 @@ def default_opset(model: ir.Model) -> int:
     return model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
 
 
+def bodies(node: ir.Node) -> list[ir.Graph]:
+    """The graphs a node's attributes hold (If's branches, Loop's and Scan's body), in attribute order."""
+    return [g for attr in node.attributes.values()
+            for g in ([attr.value] if attr.type == ir.AttributeType.GRAPH else
+                      list(attr.value) if attr.type == ir.AttributeType.GRAPHS else [])]
+
+
 def node_label(node: ir.Node) -> str:
     return node.name or (node.outputs[0].name if node.outputs and node.outputs[0].name else node.op_type)
 

@@ -18,7 +18,7 @@ from typing import Mapping, Optional
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.onnx_recurrent import BFLOAT16_SINCE, MODERN_SINCE, OPS, version_of
+from rnnconv.dialects.onnx_recurrent import BFLOAT16_SINCE, MODERN_SINCE, OPS, bodies, version_of
 from rnnconv.engine import ONNXRUNTIME, RNNCONV
 # Constant inputs of a segment up to this size go inside its model (shapes, axes, quantization parameters: some
 # kernels want them constant); bigger ones are fed at each run, never copied into protobuf.
@@ -44,16 +44,6 @@ class Segment:
 
 def _domain(domain: str) -> str:
     return "" if domain in ("", "ai.onnx") else domain
-
-
-def _bodies(node: ir.Node) -> list:
-    out = []
-    for attr in node.attributes.values():
-        if attr.type == ir.AttributeType.GRAPH:
-            out.append(attr.value)
-        elif attr.type == ir.AttributeType.GRAPHS:
-            out.extend(attr.value)
-    return out
 
 
 def _float32(value: Optional[ir.Value]) -> bool:
@@ -119,7 +109,7 @@ def _reason(node: ir.Node, opsets: Mapping[str, int], functions: Mapping[tuple, 
         if any(rnnconv_reason(n, inner, functions, memo) for n in function):
             return "its function holds nodes rnnconv runs"
         return None
-    for body in _bodies(node):
+    for body in bodies(node):
         if any(rnnconv_reason(n, opsets, functions, memo) for n in body):
             return "its body holds nodes rnnconv runs"
     return None
@@ -128,7 +118,7 @@ def _reason(node: ir.Node, opsets: Mapping[str, int], functions: Mapping[tuple, 
 def uses(node: ir.Node) -> list[ir.Value]:
     """The values a node reads: its inputs, and whatever its bodies read or return (outer values included)."""
     found = [v for v in node.inputs if v is not None]
-    for body in _bodies(node):
+    for body in bodies(node):
         for inner in body:
             found += uses(inner)
         found += list(body.outputs)
@@ -138,7 +128,7 @@ def uses(node: ir.Node) -> list[ir.Value]:
 def _defined_inside(node: ir.Node) -> set:
     """Values a node's bodies define (their inputs, initializers and node outputs): never read from outside."""
     found: set = set()
-    for body in _bodies(node):
+    for body in bodies(node):
         found.update(body.inputs)
         found.update(getattr(body, "initializers", {}).values())
         for inner in body:

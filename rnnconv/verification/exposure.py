@@ -16,7 +16,7 @@ from typing import Hashable, Mapping, Optional, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from rnnconv.dialects.onnx_recurrent import node_label
+from rnnconv.dialects.onnx_recurrent import bodies, node_label
 from rnnconv.dialects.openvino import graph as ovir
 from rnnconv.verification.model import Model, numpy_dtype
 
@@ -182,7 +182,7 @@ def _onnx_view(model: ir.Model) -> View:
     for node in graph:
         reads = [v.name for v in node.inputs if v is not None]
         ops = [node.op_type]
-        for body in _bodies(node):
+        for body in bodies(node):
             for inner in body.all_nodes():
                 ops.append(inner.op_type)
                 reads += [v.name for v in inner.inputs if v is not None and id(v) in top]
@@ -194,16 +194,6 @@ def _onnx_view(model: ir.Model) -> View:
             names[key] = [key]
         nodes.append(Node(node_label(node), node.op_type, list(dict.fromkeys(reads)), outputs, tuple(ops)))
     return View(nodes, names, producer, inputs, constants)
-
-
-def _bodies(node: ir.Node) -> list[ir.Graph]:
-    out = []
-    for attr in node.attributes.values():
-        if attr.type == ir.AttributeType.GRAPH:
-            out.append(attr.value)
-        elif attr.type == ir.AttributeType.GRAPHS:
-            out.extend(attr.value)
-    return out
 
 
 # -- OpenVINO IR -------------------------------------------------------------------------------------------------

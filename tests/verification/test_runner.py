@@ -52,11 +52,9 @@ def test_verify_hands_each_failing_comparison_to_localization(tmp_path, handed):
         [c for c in report.checks if not c.ok])  # agreeing models hand nothing over
 
 
-def test_a_conversions_failing_whole_model_comparison_is_handed_over(tmp_path, handed, monkeypatch):
-    """The converted model computing otherwise (a weight moved after the node checks were taken): each failing
-    whole-model comparison reaches localization, with the source's run as reference."""
+def _spoil_w_after_the_node_checks(monkeypatch):
+    """The converted model's W moved by 1% once the translator made its node pairs: a divergence at a known node."""
     from rnnconv import conversion
-    from tests.conftest import recurrent_model
 
     real = conversion.Passes.translate
 
@@ -67,6 +65,14 @@ def test_a_conversions_failing_whole_model_comparison_is_handed_over(tmp_path, h
         return done
 
     monkeypatch.setattr(conversion.Passes, "translate", spoiled)
+
+
+def test_a_conversions_failing_whole_model_comparison_is_handed_over(tmp_path, handed, monkeypatch):
+    """The converted model computing otherwise (a weight moved after the node checks were taken): each failing
+    whole-model comparison reaches localization, with the source's run as reference."""
+    from tests.conftest import recurrent_model
+
+    _spoil_w_after_the_node_checks(monkeypatch)
     with pytest.raises(VerificationFailed) as err:
         rnnconv.upgrade(recurrent_model("GRU", opset=7), tmp_path / "o.onnx", opset=14)
     failing = [c for c in err.value.report.checks if not c.ok]
@@ -80,18 +86,9 @@ def test_a_conversions_failing_comparison_names_the_node_that_computes_different
     comparison names that node, given identical inputs computing differently."""
     import json
 
-    from rnnconv import conversion
     from tests.conftest import recurrent_model, run_cli
 
-    real = conversion.Passes.translate
-
-    def spoiled(self, loaded, job):
-        done = real(self, loaded, job)
-        w = done.model.graph.initializers["W"]
-        w.const_value = ir.tensor(w.const_value.numpy() * 1.01, name="W")
-        return done
-
-    monkeypatch.setattr(conversion.Passes, "translate", spoiled)
+    _spoil_w_after_the_node_checks(monkeypatch)
     onnx.save(recurrent_model("GRU", opset=7), tmp_path / "m.onnx")
     code, out, _ = run_cli(["upgrade", tmp_path / "m.onnx", "-o", tmp_path / "o.onnx", "--opset", "14", "--json"])
     assert code == 1 and not (tmp_path / "o.onnx").exists()
