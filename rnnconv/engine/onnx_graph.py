@@ -102,6 +102,25 @@ class _Frame:
 _Compute = Callable[[list, _Scope], list]
 
 
+def whole_in_onnxruntime(model: ir.Model) -> Optional[Placements]:
+    """Where a partitioned run places `model`'s nodes when it hands the model to onnxruntime whole (it does unless
+    onnxruntime then fails it); None when it does not: a node onnxruntime does not run as the spec says, or a
+    bfloat16 input or output, which onnxruntime's Python API does not move."""
+    graph = model.graph
+    opsets = _opsets(model.opset_imports, {})
+    functions = {(f.domain, f.name, f.overload): f for f in model.functions.values()}
+    memo: dict = {}
+    if len(graph) == 0 or any(partition.rnnconv_reason(node, opsets, functions, memo) for node in graph):
+        return None
+    if any(v.dtype == ir.DataType.BFLOAT16 for v in [*graph.inputs, *graph.outputs]):
+        return None
+    placed: Placements = {}
+    for node in graph:
+        counts = placed.setdefault(_op(node), {})
+        counts[ONNXRUNTIME] = counts.get(ONNXRUNTIME, 0) + 1
+    return placed
+
+
 class Executor:
     """One model, its nodes compiled at their first run (reference ops and onnxruntime sessions are kept)."""
 
@@ -138,12 +157,8 @@ class Executor:
         """The whole model in one onnxruntime session, as onnxruntime's own run makes it, when onnxruntime runs
         every node (None otherwise, or when that session fails: the segments then find the node)."""
         graph = self.model.graph
-        memo: dict = {}
-        if len(graph) == 0 or any(partition.rnnconv_reason(node, frame.opsets, self.functions, memo)
-                                  for node in graph):
+        if whole_in_onnxruntime(self.model) is None:
             return None
-        if any(v.dtype == ir.DataType.BFLOAT16 for v in [*graph.inputs, *graph.outputs]):
-            return None  # onnxruntime's Python API moves no bfloat16 arrays: the segments' way
         if external_bytes(self.model) > ISOLATE_WEIGHT_BYTES:
             got = self._whole_isolated(feeds)
             if got is None:

@@ -26,6 +26,7 @@ import numpy as np
 from rnnconv import io
 from rnnconv.dialects import onnx_recurrent
 from rnnconv.engine import ONNXRUNTIME, OPENVINO, RNNCONV, openvino_runtime
+from rnnconv.engine.onnx_graph import whole_in_onnxruntime
 from rnnconv.errors import BadInput, RnnconvError, Unsupported, UsageError, human_size
 from rnnconv.verification import engines, exercise, localize
 from rnnconv.verification.checks import (
@@ -202,6 +203,7 @@ class _Runs:
         self.whole, self.sets, self.precision, self.stage = whole, sets, precision, stage
         self.started = started if started is not None and same_sets(started.sets, sets) else None
         self.made: dict[tuple, Run] = {}
+        self.unrun: dict[int, dict] = {}  # id(model) -> placements of an engine run left out as the runtime's own
         self.written: Optional[str] = None
 
     def add(self, run: Run) -> Run:
@@ -260,10 +262,12 @@ class _Runs:
 
     def placements(self) -> dict:
         placed: dict = {}
-        for run in self.made.values():
-            if run.engine == RNNCONV and run.ok and run.placements:
-                side = "source" if run.model is self.whole.before else "converted"
-                merge_placements(placed.setdefault(side, {}), run.placements)
+        found = [(run.model, run.placements) for run in self.made.values()
+                 if run.engine == RNNCONV and run.ok and run.placements]
+        for model, placements in [*found, *((m, self.unrun[id(m)]) for m in (self.whole.before, self.whole.after)
+                                            if id(m) in self.unrun)]:
+            side = "source" if model is self.whole.before else "converted"
+            merge_placements(placed.setdefault(side, {}), placements)
         return placed
 
 
@@ -324,6 +328,11 @@ def _engine_comparison(c: Comparison, baseline: Run, runs: _Runs, compared: _Com
     """The baseline against the converted model in rnnconv's engine (plan.choose, Cases 3 and 4)."""
     if c.left_out_early and runs.started is not None:  # Case 3
         compared.report.notes.append(c.left_out_early)
+        return []
+    placed = whole_in_onnxruntime(c.candidate.model.onnx) if c.redundant and only_onnxruntime(baseline) else None
+    if placed is not None:  # known before the run: a big model is not loaded once more for it
+        runs.unrun[id(c.candidate.model)] = placed
+        compared.report.notes.append(c.redundant)
         return []
     cand, _ = runs.get(c.candidate)
     if not cand.ok and not _crashed(cand) and c.candidate.failure is Failure.SKIPS:  # the engine lacks an op

@@ -92,3 +92,25 @@ def test_the_note_tells_the_models_apart(tmp_path):
     assert report["placements"]["converted"]["LSTM"] == {"onnxruntime": 1}
     (note,) = [n for n in report["notes"] if n.startswith("engine:")]
     assert "source: " in note and "rnnconv LSTM 1" in note and "converted model: onnxruntime" in note, note
+
+
+def test_a_model_onnxruntime_runs_whole_runs_once(tmp_path, monkeypatch):
+    """The converted model, which onnxruntime runs whole, is not also run by rnnconv's engine (handing it to
+    onnxruntime again) only for that comparison to be left out: a big model is loaded once for its check. The
+    report still places its nodes: onnxruntime ran them, as the runtime comparison (held against the source's
+    onnxruntime run) shows."""
+    from rnnconv.verification import runner
+
+    runs = []
+    real = runner.run_sets
+    monkeypatch.setattr(runner, "run_sets", lambda model, engine, *a, **k: runs.append(
+        (engine, k.get("partitioned", True))) or real(model, engine, *a, **k))
+    source, out = tmp_path / "lstm.onnx", tmp_path / "out.onnx"
+    onnx.save(recurrent_model("LSTM", opset=14, direction="bidirectional"), str(source))
+    code, text, err = run_cli(["upgrade", source, "-o", out, "--opset", "22", "--json"])
+    assert code == 0, text + err
+    report = json.loads(text)
+    assert ("rnnconv", False) in runs and ("rnnconv", True) not in runs, runs  # node checks, no whole-model run
+    assert report["placements"]["converted"] == {"LSTM": {"onnxruntime": 1}}
+    assert any(n.startswith("engine vs engine: left out") for n in report["notes"])
+    assert [c["engines"] for c in report["checks"] if c["subject"] == "model"] == ["onnxruntime"]
