@@ -42,8 +42,6 @@ from rnnconv.engine import AUTO, OPENVINO, RNNCONV, ROUTES, openvino_runtime
 from rnnconv.errors import IOFailure, Unsupported, UsageError
 from rnnconv.passes.ir_transpose_fold import FoldIRTransposes
 from rnnconv.passes.settle_ifs import settle
-from rnnconv.verification import extract
-from rnnconv.verification.checks import precision_for
 from rnnconv.verification.model import ir_model, load_input, onnx_model
 from rnnconv.verification.options import CheckOptions, check_keywords
 from rnnconv.verification.plan import CheckPlan, NodePair, Runtimes, WholeModel
@@ -142,7 +140,7 @@ class ToOpenVINO:
         staged = stack.enter_context(io.Staged([where.with_suffix(".bin"), where], str(where)))
         tmp_bin, tmp_xml = staged.temps
         if converted is not None:
-            graph, pairs = self._write_own(model, converted, staged, where, stack)
+            graph, pairs = self._write_own(model, converted, staged, where, stack, job.verify)
             report.rewrites.extend(converted.rewrites)
         else:
             written = source if model is source_model else model  # the frontend reads a file: the settled one
@@ -159,17 +157,23 @@ class ToOpenVINO:
                 report.notes.append(f"OpenVINO's CPU plugin compiles this IR only at static input shapes (reshape "
                                     f"the model to your input sizes before compile_model): {ranked}, a dynamic "
                                     f"rank; the checks ran it reshaped to their inputs")
-        before = onnx_model(source_model, io.source_name(source))
-        after = ir_model(graph, str(out), tmp_xml, tmp_bin)
-        # The IR of a DynamicQuantizeLSTM reproduces onnxruntime's float32 operations one by one (its divisions
-        # and FMAs from exact float32 steps, see dialects.openvino.exact): the interpreter runs it in float32.
-        precision = "float32" if onnx_quantized.holds(source_model) else precision_for(source_model)
-        plan = CheckPlan(tuple(pairs), WholeModel(before, after, self.runtimes, precision),
-                         failed=FP16_FAILED if self.fp16 else "", fixes=("atol", "rtol") if self.fp16 else ())
+        if job.verify == "none":  # nothing to check: no checking code loaded, no node taken out to check alone
+            plan = CheckPlan(())
+        else:
+            from rnnconv.verification.checks import precision_for
+
+            before = onnx_model(source_model, io.source_name(source))
+            after = ir_model(graph, str(out), tmp_xml, tmp_bin)
+            # The IR of a DynamicQuantizeLSTM reproduces onnxruntime's float32 operations one by one (its
+            # divisions and FMAs from exact float32 steps, see dialects.openvino.exact): the interpreter runs it
+            # in float32.
+            precision = "float32" if onnx_quantized.holds(source_model) else precision_for(source_model)
+            plan = CheckPlan(tuple(pairs), WholeModel(before, after, self.runtimes, precision),
+                             failed=FP16_FAILED if self.fp16 else "", fixes=("atol", "rtol") if self.fp16 else ())
         return conversion.Translation(graph, plan, lambda _: staged, _computes_in_float16(source_model))
 
-    def _write_own(self, model: ir.Model, converted: from_onnx.Conversion, staged, where: Path, stack):
-        """rnnconv's own writer into the staged files; the graph and the node pairs to check."""
+    def _write_own(self, model: ir.Model, converted: from_onnx.Conversion, staged, where: Path, stack, verify: str):
+        """rnnconv's own writer into the staged files; the graph and the node pairs to check (none unverified)."""
         copy = stack.enter_context(io.KernelCopier(model))
         tmp_bin, tmp_xml = staged.temps
         try:
@@ -178,7 +182,7 @@ class ToOpenVINO:
             tmp_xml.write_bytes(xml_bytes)
         except OSError as err:
             raise IOFailure(f"{where}: cannot write ({err.strerror or err})") from err
-        nodes = [*converted.recurrent, *onnx_quantized.find(model)]
+        nodes = [*converted.recurrent, *onnx_quantized.find(model)] if verify != "none" else []
         return converted.graph, [self._node_pair(model, rn) for rn in nodes]
 
     def _write_through_openvino(self, source, model: ir.Model, staged, where: Path, report: Report, why: str):
@@ -204,6 +208,8 @@ class ToOpenVINO:
         for m in converted.mapped:
             for r in m.conversion.rewrites:
                 report.rewrites.append({**r, "what": f"{r['what']} (rnnconv's mapping, inside OpenVINO's import)"})
+        from rnnconv.verification.checks import precision_for
+
         pairs = [NodePair(f"node {m.node.name}", onnx_model(m.single), ir_model(m.conversion.graph),
                           "float32" if m.node.op == QUANTIZED[1] else precision_for(model, [m.node]))
                  for m in converted.mapped]
@@ -212,6 +218,9 @@ class ToOpenVINO:
     def _node_pair(self, model: ir.Model, rn: onnx_recurrent.RecurrentNode) -> NodePair:
         """The node alone as ONNX, and as the IR rnnconv writes for it. A big layer (checks.precision_for) runs in
         float32 with a small batch and sequence, on its real weights."""
+        from rnnconv.verification import extract
+        from rnnconv.verification.checks import precision_for
+
         single = extract.recurrent_node(rn, dict(model.opset_imports), model.ir_version)
         precision = "float32" if rn.op == QUANTIZED[1] else precision_for(model, [rn])
         return NodePair(f"node {rn.name}", onnx_model(single), ir_model(onnx_to_ir(single, self.fp16).graph),

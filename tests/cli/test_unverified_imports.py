@@ -40,6 +40,11 @@ def test_no_verify_loads_no_checking_code(tmp_path, command):
                   "--no-verify") == []
 
 
+def test_to_openvino_no_verify_loads_no_checking_code(tmp_path):
+    """rnnconv's own IR writer: no node taken out to be checked alone, no runtime."""
+    assert loaded(tmp_path, "to-openvino", str(LSTM), "-o", str(tmp_path / "out.xml"), "--no-verify") == []
+
+
 def test_default_opset_read_from_the_cache_without_onnxruntime(tmp_path):
     """The default target (the newest opset onnx and onnxruntime share) is probed in onnxruntime once, then read
     from the user's cache: the second unverified upgrade loads no onnxruntime, and writes the same opset."""
