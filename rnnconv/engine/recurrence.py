@@ -144,17 +144,40 @@ def _stacked_product(mats: Sequence[np.ndarray], dt):
     if all(m.dtype == dt for m in mats):
         joined = _adjacent(mats)
         if joined is not None:
-            return lambda xT, out: np.matmul(joined, xT, out=out)
+            return lambda xT, out: _matmul(joined, xT, out)
         if sum(m.nbytes for m in mats) >= NO_COPY_BYTES:
             def product(xT, out):
                 start = 0
                 for m in mats:
-                    np.matmul(m, xT, out=out[start:start + m.shape[0]])
+                    _matmul(m, xT, out[start:start + m.shape[0]])
                     start += m.shape[0]
                 return out
             return product
     stacked = np.concatenate([np.asarray(m, dt) for m in mats])
-    return lambda xT, out: np.matmul(stacked, xT, out=out)
+    return lambda xT, out: _matmul(stacked, xT, out)
+
+
+# A big matrix times a few columns (R @ h^T at a check's small batch) is bound by reading the matrix: as a GEMM it
+# reads it about twice as slowly as matrix-vector products over row blocks that stay in cache for every column
+# (measured on 256 MiB float32 matrices, 2 columns).
+THIN_COLUMNS = 8
+BLOCK_BYTES = 512 << 10
+
+
+def _matmul(m: np.ndarray, xT: np.ndarray, out: np.ndarray) -> np.ndarray:
+    n = xT.shape[1]
+    if not 2 <= n <= THIN_COLUMNS or m.nbytes < NO_COPY_BYTES or m.dtype.kind != "f" or m.dtype.itemsize < 4:
+        return np.matmul(m, xT, out=out)
+    cols = np.ascontiguousarray(xT.T, m.dtype)
+    rows = max(1, BLOCK_BYTES // (m.shape[1] * m.itemsize))
+    buf = np.empty((n, rows), m.dtype)
+    for start in range(0, m.shape[0], rows):
+        block = m[start:start + rows]
+        k = block.shape[0]
+        for j in range(n):
+            np.dot(block, cols[j], out=buf[j, :k])
+        out[start:start + k] = buf[:, :k].T
+    return out
 
 
 # clip bounds the inputs of f and g; neither Ct nor the input of h(Ct) is clipped, as in onnxruntime.

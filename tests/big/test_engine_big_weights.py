@@ -18,7 +18,7 @@ from tests.conftest import OUTPUTS, lstm_file, recurrent_model, run_onnxruntime
 def test_big_weights_are_multiplied_where_they_lie(op, lbr, monkeypatch):
     # The engine's three ways to multiply by a layer's gates each give onnxruntime's numbers: one view over an
     # ONNX node's gate blocks (no copy), gate by gate where the weights lie (big layers in another gate order), a
-    # stacked copy.
+    # stacked copy; a big matrix at a batch of a few (N=3 here) by matrix-vector products over row blocks.
     from rnnconv.engine import onnx_graph, recurrence
 
     if lbr and op != "GRU":
