@@ -40,12 +40,12 @@ ORT_RNN_NOTE = ("onnxruntime runs a fused RNN node slower than the unrolled step
 OPENVINO_BIDI_RNN_NOTE = ("OpenVINO ran a fused bidirectional RNN at 0.81-0.86x the speed of the unrolled steps it "
                           "replaces (T=100, batch 32, hidden 256, one thread; 1.1-1.5x faster at batch 1), and "
                           "compiles it much faster; no exact fused form ran faster there")
-# Measured with OpenVINO 2026.4 (CPU, f32), through its ONNX import and through rnnconv's IR alike: where two
-# recurrent nodes read one sequence, at batch above 1, the first one's output is wrong (the forward half of dynamo's
-# fused nn.RNN two-layer export: 0.73 off). One bidirectional node runs right; to-openvino's check refuses the two.
-OPENVINO_TWO_NODES_NOTE = ("OpenVINO 2026.4's CPU plugin computes two recurrent nodes reading one sequence wrongly "
-                           "at batch above 1 (measured; rnnconv to-openvino's check refuses such a model): "
-                           "--bidirectional writes a forward and a reverse node as one, which it computes right")
+# Measured with OpenVINO 2026.4 (CPU, f32): where two recurrent nodes read one sequence, at batch above 1, its ONNX
+# import runs the first one on X untransposed (the forward half of dynamo's fused two-layer nn.RNN: 0.73 off; see
+# dialects/openvino/from_onnx._outputs). rnnconv's IR avoids it, and one bidirectional node runs right.
+OPENVINO_TWO_NODES_NOTE = ("OpenVINO 2026.4's ONNX import computes two recurrent nodes reading one sequence wrongly "
+                           "at batch above 1 (measured; rnnconv to-openvino writes an IR it computes right): "
+                           "--bidirectional writes a forward and a reverse node as one, which it imports right")
 
 
 def plan(model: ir.Model, report, bidirectional: bool = False) -> list:

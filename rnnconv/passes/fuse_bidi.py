@@ -3,7 +3,7 @@ become one bidirectional node (the form an ONNX exporter writes for a bidirectio
 
 Not the default: one node per direction was chosen when OpenVINO's CPU plugin seemed to run it slightly faster
 (it splits a bidirectional node into its two directions again); those timings were of wrong numbers, as OpenVINO
-2026.4 computes two recurrent nodes reading one sequence wrongly at batch above 1 (measured, see
+2026.4's ONNX import computes two recurrent nodes reading one sequence wrongly at batch above 1 (measured, see
 rnnconv.commands.fuse: fuse's report says so). One bidirectional node it computes right; onnxruntime runs both
 alike.
 

@@ -1,7 +1,7 @@
 """fuse's report says what OpenVINO does with the fused form, measured: a fused bidirectional RNN (dynamo's
 nn.RNN) runs slower there than the unrolled steps (benchmarks/fuse.py), and the default form, a forward and a
-reverse node over one sequence, is computed wrongly by OpenVINO 2026.4 at batch above 1 (held here against
-onnxruntime on a real dynamo export), which --bidirectional avoids; nothing is said for the other fusions."""
+reverse node over one sequence, is computed wrongly by OpenVINO 2026.4's ONNX import at batch above 1 (held here
+against onnxruntime on a real dynamo export), which --bidirectional avoids; nothing is said for the other fusions."""
 
 from __future__ import annotations
 
