@@ -127,7 +127,8 @@ def to_ir_graph(model: ir.Model, *, fp16: bool = False,
     for node in model.graph:
         rn = by_node.get(id(node))
         if rn is not None:
-            outs = _recurrent(ctx, rn, fp16, rewrites, shared_x=rn.inputs["X"].name in shared)
+            x = rn.inputs.get("X")
+            outs = _recurrent(ctx, rn, fp16, rewrites, shared_x=x is not None and x.name in shared)
         elif onnx_quantized.is_quantized_lstm(node):
             outs = _quantized(ctx, onnx_quantized.read(node, opset=opset), rewrites, fp16)
         else:
