@@ -14,8 +14,9 @@ from rnnconv.cli.options import option
                                               "interface change, stated in the report; forward recurrences over "
                                               "graph inputs only, checked on a longer sequence).")
 @option("--bidirectional", is_flag=True, help="Write a forward and a reverse recurrence over one sequence as one "
-                                              "bidirectional node (default: one node per direction, which "
-                                              "OpenVINO runs slightly faster).")
+                                              "bidirectional node (default: one node per direction; OpenVINO "
+                                              "2026.4's ONNX import computes that form wrongly at batch above "
+                                              "1, the report says so).")
 @filled
 def command(external_data, free_sequence, bidirectional):
     """Turn each recurrence MODEL writes out as primitive ops back into one ONNX RNN/GRU/LSTM node: nn.LSTMCell,

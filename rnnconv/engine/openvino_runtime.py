@@ -8,11 +8,18 @@ the pickled outputs on stdout. `Worker` starts that process ahead of its job, so
 overlap the caller's other checks. The process gets a session of its own, ended with it: `import openvino` sends a
 telemetry event from a process it forks (openvino.tools.ovc, 2026.4), which holds the child's pipes and, without
 network, can wait forever; killed alone, the child would leave it holding them, and the caller waiting.
+
+While the CPU plugin compiles and runs an IR, `MappedWeights` keeps the IR's mapped .bin out of the resident set:
+the plugin copies each recurrent op's weights into oneDNN's gate order, then packs that copy and frees it, so the
+map's pages would otherwise stay resident beside both copies (3.1x the weights at the peak on a 1 GiB LSTM, 2.1x
+without them; benchmarks/convert.py, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import mmap
 import os
 import pickle
 import signal
@@ -77,6 +84,93 @@ def read(path, bin_path=None):
     return core().read_model(str(path), None if bin_path is None else str(bin_path))
 
 
+def weights_file(path, bin_path=None) -> Optional[str]:
+    """The .bin that read(path, bin_path) maps: None for an ONNX model (OpenVINO's own import)."""
+    if bin_path is not None:
+        return str(bin_path)
+    root, ext = os.path.splitext(str(path))
+    return root + ".bin" if ext.lower() == ".xml" else None
+
+
+class MappedWeights:
+    """While open, a thread drops from this process's resident set, every `every` seconds and once at the end,
+    the pages of each shared read-only map of the file at `path` (OpenVINO's read_model maps the IR's .bin so;
+    a no-op for None, elsewhere than Linux, or without libc's madvise).
+
+    Exact: a shared read-only map holds no bytes of its own; a later read refaults them, unchanged, from the
+    kernel's page cache (which keeps them as it keeps any file's). Private maps are left alone: they may hold
+    written copies of pages, which dropping would lose."""
+
+    def __init__(self, path, every: float = 0.05):
+        self._where = _file_id(path)
+        self._every, self._stop, self._thread = every, threading.Event(), None
+
+    def __enter__(self):
+        if self._where is not None and _madvise() is not None:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self.drop()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self.drop()
+
+    def drop(self) -> int:
+        """Drop the pages now; the bytes of the maps found."""
+        madvise, total = _madvise(), 0
+        for start, length in shared_read_only_maps(*self._where) if self._where and madvise else ():
+            madvise(start, length, mmap.MADV_DONTNEED)
+            total += length
+        return total
+
+
+def _file_id(path) -> Optional[tuple[int, int, int]]:
+    """(major, minor, inode) of the file at `path`, as /proc/self/maps names it; None without a file or /proc."""
+    if path is None or not os.path.exists("/proc/self/maps"):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return os.major(st.st_dev), os.minor(st.st_dev), st.st_ino
+
+
+def shared_read_only_maps(major: int, minor: int, inode: int) -> list[tuple[int, int]]:
+    """(start, length) of this process's maps of that file with permissions r--s."""
+    found = []
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) < 5 or fields[1] != "r--s" or int(fields[4]) != inode:
+                continue
+            if tuple(int(x, 16) for x in fields[3].split(":")) == (major, minor):
+                start, stop = (int(x, 16) for x in fields[0].split("-"))
+                found.append((start, stop - start))
+    return found
+
+
+_MADVISE: list = []
+
+
+def _madvise():
+    """libc's madvise(addr, length, advice), or None where it cannot be called."""
+    if not _MADVISE:
+        fn = None
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            fn = ctypes.CDLL(None, use_errno=True).madvise
+            fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+        _MADVISE.append(fn if hasattr(mmap, "MADV_DONTNEED") else None)
+    return _MADVISE[0]
+
+
 @dataclasses.dataclass
 class Output:
     names: set[str]  # tensor names of the Result's port
@@ -84,8 +178,9 @@ class Output:
     value: np.ndarray
 
 
-def infer(model, feeds: Mapping[str, np.ndarray], *, reshape: bool = False) -> list[Output]:
-    """Run an ov.Model on feeds keyed by tensor name (or Parameter friendly name, for IR 10).
+def infer(model, feeds: Mapping[str, np.ndarray], *, reshape: bool = False, weights=None) -> list[Output]:
+    """Run an ov.Model on feeds keyed by tensor name (or Parameter friendly name, for IR 10); `weights`: the
+    .bin file the model was read from (kept out of the resident set meanwhile, see MappedWeights).
 
     `reshape`: fix dynamic dims to the feeds' shapes first (the CPU plugin ignores sequence_lengths on dynamic
     shapes, measured on 2026.4), unless an If is left: its shapes would be fixed in the branch the feeds do not
@@ -104,11 +199,12 @@ def infer(model, feeds: Mapping[str, np.ndarray], *, reshape: bool = False) -> l
         shapes = {params[k]: ov.PartialShape(list(np.shape(v))) for k, v in feeds.items() if k in params}
         if shapes:
             model.reshape(shapes)
-    compiled = core().compile_model(model, "CPU", CONFIG)
-    ports = by_name(compiled.inputs)
-    inputs = {ports[k]: _tensor(ov, np.asarray(v), ports[k].get_element_type()) for k, v in feeds.items()
-              if k in ports}
-    result = compiled.create_infer_request().infer(inputs)
+    with MappedWeights(weights):  # dynamic shapes: the plugin packs the weights at the first inference
+        compiled = core().compile_model(model, "CPU", CONFIG)
+        ports = by_name(compiled.inputs)
+        inputs = {ports[k]: _tensor(ov, np.asarray(v), ports[k].get_element_type()) for k, v in feeds.items()
+                  if k in ports}
+        result = compiled.create_infer_request().infer(inputs)
     out = []
     for res, port in zip(model.get_results(), compiled.outputs):
         value = np.array(result[port])
@@ -122,7 +218,7 @@ def run_files(path, feeds: Mapping[str, np.ndarray], bin_path: Optional[object] 
               isolate: bool = False) -> list[Output]:
     """The IR (or ONNX, through OpenVINO's own import) at `path` on `feeds`; `isolate`: in a child process."""
     if not isolate:
-        return infer(read(path, bin_path), feeds, reshape=reshape)
+        return infer(read(path, bin_path), feeds, reshape=reshape, weights=weights_file(path, bin_path))
     worker = Worker()
     worker.submit(path, feeds, bin_path, reshape=reshape)
     return worker.result()
@@ -236,12 +332,14 @@ def _tensor(ov, value: np.ndarray, element_type):
 def _answer(job: dict):
     if job["feeds"] is None:  # compile_error's job: compile as written, the whole refusal if any
         try:
-            core().compile_model(read(job["path"], job["bin"]), "CPU", CONFIG)
+            with MappedWeights(weights_file(job["path"], job["bin"])):
+                core().compile_model(read(job["path"], job["bin"]), "CPU", CONFIG)
             return []
         except Exception as err:
             return f"{type(err).__name__}: " + " ".join(ln.strip() for ln in str(err).splitlines() if ln.strip())
     try:
-        outputs = infer(read(job["path"], job["bin"]), job["feeds"], reshape=job["reshape"])
+        outputs = infer(read(job["path"], job["bin"]), job["feeds"], reshape=job["reshape"],
+                        weights=weights_file(job["path"], job["bin"]))
         answer = [(sorted(o.names), o.result, o.value) for o in outputs]  # plain data: __main__ has Output
     except Exception as err:  # OpenVINO refused the model: the caller reports it
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]

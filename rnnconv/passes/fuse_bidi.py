@@ -1,10 +1,11 @@
 """On request (`rnnconv.fuse(..., bidirectional=True)`), a forward and a reverse fusion over the same sequence
 become one bidirectional node (the form an ONNX exporter writes for a bidirectional layer, one node per layer).
 
-Not the default: OpenVINO's CPU plugin splits a bidirectional node into its two directions and concatenates their
-outputs again, so the one node runs slower than two (measured at T = 100, batch 32, 256 -> 256, one thread, f32:
-RNN 24.1 vs 23.4 ms, GRU 59.1 vs 58.5 ms, LSTM 70.2 vs 69.2 ms; dynamo's bidirectional nn.RNN fused 24.8 vs
-23.6 ms); onnxruntime runs both alike.
+Not the default: one node per direction was chosen when OpenVINO's CPU plugin seemed to run it slightly faster
+(it splits a bidirectional node into its two directions again); those timings were of wrong numbers, as OpenVINO
+2026.4's ONNX import computes two recurrent nodes reading one sequence wrongly at batch above 1 (measured, see
+rnnconv.commands.fuse: fuse's report says so). One bidirectional node it computes right; onnxruntime runs both
+alike.
 
 ONNX's bidirectional node is its two directions side by side: W, R, B and the initial states stacked along the
 direction axis, Y's axis 1 and Y_h / Y_c's axis 0 holding the forward then the reverse result. So each old node's

@@ -107,6 +107,7 @@ def to_ir_graph(model: ir.Model, *, fp16: bool = False,
     on each source view once read (to_openvino passes rnnconv.io.release_pages)."""
     recurrent = check_supported(model)
     by_node = {id(rn.node): rn for rn in recurrent}
+    shared = _shared_x(recurrent)
     opset = onnx_recurrent.default_opset(model)
     g = IRGraph(model.graph.name or "model")
     ctx = ops.Context(g, opset)
@@ -126,7 +127,8 @@ def to_ir_graph(model: ir.Model, *, fp16: bool = False,
     for node in model.graph:
         rn = by_node.get(id(node))
         if rn is not None:
-            outs = _recurrent(ctx, rn, fp16, rewrites)
+            x = rn.inputs.get("X")
+            outs = _recurrent(ctx, rn, fp16, rewrites, shared_x=x is not None and x.name in shared)
         elif onnx_quantized.is_quantized_lstm(node):
             outs = _quantized(ctx, onnx_quantized.read(node, opset=opset), rewrites, fp16)
         else:
@@ -172,9 +174,20 @@ def _set_release(g: IRGraph, release) -> None:
 
 
 # -- recurrent ---------------------------------------------------------------------------------------------
-def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, rewrites: list[dict]) -> list:
+def _shared_x(recurrent) -> set[str]:
+    """The X of more than one time-major recurrent node (see `_outputs`)."""
+    seen: dict[str, int] = {}
+    for rn in recurrent:
+        if not layout_batch_first(rn.layer) and rn.inputs.get("X") is not None:
+            seen[rn.inputs["X"].name] = seen.get(rn.inputs["X"].name, 0) + 1
+    return {name for name, count in seen.items() if count > 1}
+
+
+def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, rewrites: list[dict], *,
+               shared_x: bool = False) -> list:
     """ONNX GRU/LSTM/RNN (onnx__GRU, onnx__LSTM, onnx__RNN, every version and layout) -> OpenVINO
-    GRUSequence-5 / LSTMSequence-5 / RNNSequence-5 with the transposes, reorders and synthesized inputs around it."""
+    GRUSequence-5 / LSTMSequence-5 / RNNSequence-5 with the transposes, reorders and synthesized inputs around it;
+    `shared_x`: another recurrent node reads the same X (see `_outputs`)."""
     g, layer = ctx.g, rn.layer
     kind, D, H = rn.op, layer.num_directions, layer.hidden_size
     label = f"{kind} node {rn.name!r}"
@@ -262,6 +275,7 @@ def _recurrent(ctx: ops.Context, rn: onnx_recurrent.RecurrentNode, fp16: bool, r
         seq = g.add(gates.SEQUENCE_OP[kind], args, gates.attributes(layer), version=gates.VERSION,
                     name=rn.name or None)
         rewrites.append({"node": rn.name, "what": f"{head} -> {gates.SEQUENCE_OP[kind]}-5"})
+        return _outputs(ctx, rn, seq, unmatched=shared_x and D == 1)
     return _outputs(ctx, rn, seq)
 
 
@@ -282,15 +296,24 @@ def _quantized(ctx: ops.Context, q: onnx_quantized.QuantizedLSTM, rewrites: list
     return outs
 
 
-def _outputs(ctx: ops.Context, rn, seq: list[Out]) -> list:
-    """Sequence-op outputs (Y [N,D,T,H], Ho/Co [N,D,H]) in the source node's ONNX layout."""
+def _outputs(ctx: ops.Context, rn, seq: list[Out], unmatched: bool = False) -> list:
+    """Sequence-op outputs (Y [N,D,T,H], Ho/Co [N,D,H]) in the source node's ONNX layout.
+
+    `unmatched` (one direction, layout 0): Y goes back through Squeeze, Transpose and Unsqueeze rather than one
+    Transpose. OpenVINO 2026.4's CPU plugin turns X's Transpose, the Sequence op and Y's Transpose into one
+    time-major op, rewiring the Transpose for every op that reads it: two Sequence ops reading one X (after its
+    shared-op pass merges their Transposes) then feed the other one X untransposed, wrong at batch above 1
+    (measured: a forward and a reverse RNN, GRU or LSTM node over one X)."""
     g, layer, kind = ctx.g, rn.layer, rn.op
     outs = []
     for k, name in enumerate(onnx_recurrent.OUTPUTS[kind]):
         if rn.outputs.get(name) is None:
             outs.append(None)
             continue
-        if k == 0:
+        if k == 0 and unmatched:  # [N,1,T,H] -> [N,T,H] -> [T,N,H] -> [T,1,N,H]
+            y = g.op("Transpose", g.op("Squeeze", seq[0], ctx.i64([1])), ctx.i64([1, 0, 2]))
+            outs.append(g.op("Unsqueeze", y, ctx.i64([1])))
+        elif k == 0:
             # [N,D,T,H] -> [T,D,N,H] (layout 0) or [N,T,D,H] (layout 1)
             outs.append(g.op("Transpose", seq[0], ctx.i64([0, 2, 1, 3] if layout_batch_first(layer) else
                                                            [2, 1, 0, 3])))
