@@ -24,7 +24,17 @@ import os
 from pathlib import Path
 from typing import Mapping, Optional
 
-import numpy as np
+# As the rnnconv command runs (rnnconv.cli.main), before numpy and the runtimes load in this process: numpy's BLAS on
+# one thread (idle OpenBLAS threads spin on the cores the other test worker uses), and the runtimes' usage
+# telemetry off (with the openvino_telemetry package importable, every ov.convert_model forks this whole process to
+# send an event: most of the CPU time of the tests that write IR through OpenVINO). Child processes the tests start
+# inherit the variables; tests/cli/test_blas_threads.py and the quiet-run test remove them.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+from rnnconv.engine import telemetry  # noqa: E402
+
+telemetry.switch_off()
+
+import numpy as np  # noqa: E402
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper

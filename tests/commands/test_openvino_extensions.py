@@ -57,6 +57,8 @@ SIZES = ({"T": 4, "N": 2}, {"T": 7, "N": 3})
 
 _CHILD = """
 import os, pickle, sys
+from rnnconv.engine import telemetry
+telemetry.switch_off()  # as in the test process: else every ov.convert_model forks this process to send an event
 import numpy as np
 import openvino as ov
 import rnnconv

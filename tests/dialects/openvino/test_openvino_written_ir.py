@@ -251,7 +251,9 @@ def test_openvino_written_ir_both_ways(tmp_path, name, written):
     theirs, ours = run_openvino(xml, feeds, reshape=True), run_onnxruntime(back, feeds)
     _compare(theirs, ours, [n for n in ours if n in theirs] or pytest.fail(f"no common output names: {ours}"))
     again = tmp_path / "again.xml"
-    assert to_openvino(back, again, inputs=feeds).report.ok
+    # Its own OpenVINO runtime check left out: the line below holds the same pair of runtimes on these inputs (and
+    # from-openvino's check above ran that comparison on these op types); its IR interpreter checks still run.
+    assert to_openvino(back, again, inputs=feeds, runtime=False).report.ok
     _compare(ours, openvino_outputs(again, feeds), list(ours))  # inputs by name, tensor or Parameter's
 
 
