@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -321,7 +322,23 @@ def external_bytes(model: ir.Model) -> int:
 def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> list[tuple[Optional[dict], str]]:
     """Run each model in one child process (`ort_worker`): per model, (outputs, "") or (None, why onnxruntime
     refused or failed); Crashed if the process died. External weights are named by file and offset, not sent.
-    A model and inputs already answered in this process are answered again from that run (`_ANSWERED`)."""
+    A model and inputs already answered in this process are answered again from that run (`_ANSWERED`), or from
+    the run asked ahead for them (`ask_ahead`)."""
+    job = _job(models, feeds)
+    key = _job_key(job)
+    known = next((answer for k, answer in _ANSWERED if k == key), None) if key is not None else None
+    if known is not None:
+        return _refusals(_copied(known))
+    ahead = next((a for a in _AHEAD if a.key == key), None) if key is not None else None
+    if ahead is not None:
+        _AHEAD.remove(ahead)
+    answers = ahead.answers() if ahead is not None else _ask(job)
+    if key is not None and all(out is not None for out, _ in answers):
+        _ANSWERED[:] = [*_ANSWERED[-(_ANSWERS_KEPT - 1):], (key, _copied(answers))]
+    return _refusals(answers)
+
+
+def _job(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> dict:
     job: dict = {"models": [], "feeds": {k: np.asarray(v) for k, v in feeds.items()}}
     for model in models:
         proto, weights = weights_as_inputs(model)
@@ -335,14 +352,60 @@ def run_isolated(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> lis
             else:
                 specs[name] = np.asarray(array, order="C")  # a scalar stays rank 0
         job["models"].append((proto.SerializeToString(), specs, threads_for(model)))
+    return job
+
+
+_AHEAD: list = []  # runs asked ahead, not yet taken by run_isolated
+
+
+class Ahead:
+    """A run_isolated question asked before it is asked: its child runs (a thread waits for it) while this process
+    does other work, such as the node checks of a big model on the other core; run_isolated on the same job takes
+    the answer. `cancel()` ends the child when nobody took it."""
+
+    def __init__(self, job: dict, key: tuple):
+        self.key = key
+        self._proc: list = []
+        self._answer = None
+        self._done = threading.Event()
+        threading.Thread(target=self._run, args=(job,), daemon=True).start()
+
+    def _run(self, job: dict) -> None:
+        try:
+            self._answer = _ask(job, self._proc)
+        except BaseException as err:  # handed to whoever takes the answer
+            self._answer = err
+        finally:
+            self._done.set()
+
+    def answers(self) -> list:
+        self._done.wait()
+        if isinstance(self._answer, BaseException):
+            raise self._answer
+        return self._answer
+
+    def cancel(self) -> None:
+        if self in _AHEAD:
+            _AHEAD.remove(self)
+        if not self._done.is_set():
+            for proc in self._proc:
+                with contextlib.suppress(OSError):
+                    proc.kill()
+            self._done.wait()
+
+
+def ask_ahead(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> Optional[Ahead]:
+    """Start the run run_isolated(models, feeds) will ask for (None where its answer would not be kept: models
+    without external weights, whose run costs little; or in batch mode, whose one child answers in turn)."""
+    if serving.sharing():
+        return None
+    job = _job(models, feeds)
     key = _job_key(job)
-    known = next((answer for k, answer in _ANSWERED if k == key), None) if key is not None else None
-    if known is not None:
-        return _refusals(_copied(known))
-    answers = _ask(job)
-    if key is not None and all(out is not None for out, _ in answers):
-        _ANSWERED[:] = [*_ANSWERED[-(_ANSWERS_KEPT - 1):], (key, _copied(answers))]
-    return _refusals(answers)
+    if key is None:
+        return None
+    ahead = Ahead(job, key)
+    _AHEAD.append(ahead)
+    return ahead
 
 
 def _copied(answers: list) -> list:
@@ -384,18 +447,23 @@ def _array_key(a: np.ndarray) -> tuple:
     return a.dtype.name, a.dtype.str, a.shape, a.tobytes()
 
 
-def _ask(job: dict) -> list:
+def _ask(job: dict, started: Optional[list] = None) -> list:
+    """The child's answer to `job`; `started` gets the child's Popen (to end it early)."""
     if serving.sharing():  # batch mode: the child that answered the previous models
         try:
             return serving.child(ORT_WORKER).ask(job)
         except serving.Gone as err:
             serving.drop(ORT_WORKER)
             raise Crashed(f"onnxruntime's process failed ({err})") from None
-    proc = subprocess.run([sys.executable, "-m", ORT_WORKER], input=pickle.dumps(job), capture_output=True)
+    with subprocess.Popen([sys.executable, "-m", ORT_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as proc:
+        if started is not None:
+            started.append(proc)
+        out, err = proc.communicate(pickle.dumps(job))
     if proc.returncode != 0:
-        tail = (proc.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        tail = (err.decode(errors="replace").strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
         raise Crashed(f"onnxruntime's process failed ({tail[:300]})")
-    return pickle.loads(proc.stdout)
+    return pickle.loads(out)
 
 
 def _refusals(answers: list) -> list[tuple[Optional[dict], str]]:

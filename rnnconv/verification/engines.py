@@ -24,7 +24,7 @@ from rnnconv.engine import ENGINES, ONNXRUNTIME, OPENVINO, RNNCONV
 from rnnconv.engine import onnxruntime_runtime as ort
 from rnnconv.engine import openvino_runtime
 from rnnconv.engine.ir_graph import run_ir
-from rnnconv.engine.onnx_graph import run_onnx
+from rnnconv.engine.onnx_graph import run_onnx, whole_in_onnxruntime
 from rnnconv.errors import NodeFailed, RnnconvError, UsageError
 from rnnconv.verification.model import Model
 
@@ -154,6 +154,20 @@ def _run_onnxruntime(model: Model, feeds, isolate: bool) -> dict[str, np.ndarray
         return _bfloat16_back(model, sess.run(inputs))
     finally:
         io.release_external(onnx_model)
+
+
+def ask_ahead(model: Model, engine: str, feeds: Mapping[str, np.ndarray]) -> Optional[ort.Ahead]:
+    """Start now, in onnxruntime's own process, the whole run of a big ONNX model that `engine` will ask
+    onnxruntime for on `feeds` (run_isolated takes the answer); None where it would ask for none."""
+    if model.format != "onnx" or external_bytes(model.onnx) <= ISOLATE_WEIGHT_BYTES:
+        return None
+    wanted = _inputs_of(model)
+    feeds = {k: v for k, v in feeds.items() if k in wanted}
+    if engine == ONNXRUNTIME:
+        return ort.ask_ahead([_bfloat16_outputs_as_float32(model.onnx)], feeds)
+    if engine == RNNCONV and whole_in_onnxruntime(model.onnx) is not None:  # as onnx_graph's whole run asks
+        return ort.ask_ahead([model.onnx], feeds)
+    return None
 
 
 def run_as_written(path, model: Model, feeds: Mapping[str, np.ndarray], *, isolate: bool = False

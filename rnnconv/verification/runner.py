@@ -82,16 +82,44 @@ def verify_plan(plan: CheckPlan, options: CheckOptions, report: Report, *,
         return _versus(plan.versus, options, report)
     choice = choose(plan.whole, machine) if plan.whole is not None else None
     started = early.start(plan.whole, choice, options, machine) if early is not None and choice else None
-    report.checks.extend(check_nodes(plan.pairs, options, progress))
-    runs = None
-    if plan.whole is not None:
-        progress("whole model")
-        runs = _whole(plan.whole, choice, options, report, started, stage)
-    for longer in plan.longer:
-        report.checks.extend(_longer(longer, options))
-    if runs is not None and plan.whole.as_written and stage is not None:
-        report.checks.extend(_as_written(plan.whole, runs, stage, report.ok))
+    ahead = _ask_ahead(plan.whole, choice, options) if choice and plan.pairs else None
+    try:
+        report.checks.extend(check_nodes(plan.pairs, options, progress))
+        runs = None
+        if plan.whole is not None:
+            progress("whole model")
+            runs = _whole(plan.whole, choice, options, report, started, stage)
+        for longer in plan.longer:
+            report.checks.extend(_longer(longer, options))
+        if runs is not None and plan.whole.as_written and stage is not None:
+            report.checks.extend(_as_written(plan.whole, runs, stage, report.ok))
+    finally:
+        if ahead is not None:
+            ahead.cancel()
     return report
+
+
+def _first_sets(whole: WholeModel, options: CheckOptions) -> Optional[list]:
+    """The first input sets the whole-model comparison draws (checks.runnable_sets), or None when drawing fails
+    (the comparison says why, in its turn)."""
+    precision = whole.precision or precision_of(whole.before)
+    specs = merge_specs(whole.before, whole.after)
+    try:
+        return next(exercise.candidates(whole.before, whole.after, specs, options,
+                                        lambda o: input_sets(specs, o, small=precision == "float32")))
+    except RnnconvError:
+        return None
+
+
+def _ask_ahead(whole: WholeModel, choice, options: CheckOptions):
+    """The baseline's onnxruntime run of a big ONNX source, started in its own process before the node checks,
+    which run meanwhile on the other core (engines.ask_ahead; None where the baseline asks onnxruntime for none)."""
+    before = whole.before
+    if before.format != "onnx" or engines.external_bytes(before.onnx) <= engines.ISOLATE_WEIGHT_BYTES:
+        return None
+    sets = _first_sets(whole, options)
+    return engines.ask_ahead(before, choice.baseline[0], sets[0][0]) if sets is not None and len(sets) == 1 \
+        else None
 
 
 def localize_failure(check: Check, reference: Run, candidate: Run, feeds: Mapping[str, np.ndarray],
@@ -138,14 +166,8 @@ class EarlyRuntime:
                       for c in choice.comparisons)
         if not runs_it or after.path is None or unfit(after, machine, early=True):
             return None
-        precision = whole.precision or precision_of(whole.before)
-        specs = merge_specs(whole.before, after)
-        try:  # the first sets the whole-model comparison draws (checks.runnable_sets)
-            sets = next(exercise.candidates(whole.before, after, specs, options,
-                                            lambda o: input_sets(specs, o, small=precision == "float32")))
-        except RnnconvError:  # the whole-model comparison says it, in its turn
-            return None
-        if len(sets) != 1:
+        sets = _first_sets(whole, options)
+        if sets is None or len(sets) != 1:
             return None
         return Started(sets, engines.Pending(after, sets[0][0], self.worker))
 

@@ -41,8 +41,8 @@ def test_onnxruntime_child_crash_fails_the_check(tmp_path, monkeypatch):
     from rnnconv.verification.model import onnx_model
 
     model = io.load(lstm_file(tmp_path / "m.onnx"))
-    real = sp.run
-    monkeypatch.setattr(sp, "run", lambda cmd, **k: real([sys.executable, "-c", "import os; os.abort()"], **k))
+    real = sp.Popen
+    monkeypatch.setattr(sp, "Popen", lambda cmd, **k: real([sys.executable, "-c", "import os; os.abort()"], **k))
     with pytest.raises(onnxruntime_runtime.Crashed, match="onnxruntime's process failed"):
         onnxruntime_runtime.run_isolated([model], {})
     monkeypatch.setattr(engines, "ISOLATE_WEIGHT_BYTES", 0)

@@ -23,7 +23,7 @@ def children(monkeypatch):
     """Every job sent to onnxruntime's child process, with big meaning any external weights."""
     sent = []
     ask = ort_runtime._ask
-    monkeypatch.setattr(ort_runtime, "_ask", lambda job: sent.append(job) or ask(job))
+    monkeypatch.setattr(ort_runtime, "_ask", lambda job, *a: sent.append(job) or ask(job, *a))
     monkeypatch.setattr(onnx_graph, "ISOLATE_WEIGHT_BYTES", 0)
     monkeypatch.setattr(ort_runtime, "_ANSWERED", [])
     return sent
@@ -66,3 +66,42 @@ def test_other_inputs_or_changed_weights_run_again(tmp_path, children):
     os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # the file rewritten, as far as it shows
     ort_runtime.run_isolated([model], feeds)
     assert len(children) == 3
+
+
+def test_a_run_asked_ahead_answers_the_question(tmp_path, children):
+    """ask_ahead starts the child at once; run_isolated on the same job takes its answer (no second child)."""
+    path = lstm_file(tmp_path / "m.onnx")
+    model = io.load(path)
+    feeds = vinputs.random_inputs(model, 0)
+    ahead = ort_runtime.ask_ahead([model], feeds)
+    assert ahead is not None and len(children) in (0, 1)  # its thread may not have sent it yet
+    [(got, why)] = ort_runtime.run_isolated([model], feeds)
+    assert why == "" and len(children) == 1 and not ort_runtime._AHEAD
+    for k, v in _onnxruntime(path, feeds).items():
+        np.testing.assert_allclose(got[k], v, rtol=1e-5, atol=1e-6)
+
+
+def test_a_run_asked_ahead_and_not_taken_ends(tmp_path, children):
+    path = lstm_file(tmp_path / "m.onnx")
+    model = io.load(path)
+    ahead = ort_runtime.ask_ahead([model], vinputs.random_inputs(model, 0))
+    ahead.cancel()
+    assert not ort_runtime._AHEAD and all(p.poll() is not None for p in ahead._proc)
+
+
+def test_a_conversion_asks_for_the_big_sources_run_before_its_node_checks(tmp_path, children, monkeypatch):
+    """upgrade of a model with external weights: the source's onnxruntime run (the baseline, which rnnconv's
+    engine hands onnxruntime whole) starts before the node checks, and the comparison takes it: two children in
+    all (the source, and the written file as users load it)."""
+    import rnnconv
+    from rnnconv.verification import engines, runner
+
+    monkeypatch.setattr(engines, "ISOLATE_WEIGHT_BYTES", 0)
+    seen = []
+    check_nodes = runner.check_nodes
+    monkeypatch.setattr(runner, "check_nodes", lambda *a, **k: seen.append(list(ort_runtime._AHEAD))
+                        or check_nodes(*a, **k))
+    result = rnnconv.upgrade(lstm_file(tmp_path / "m.onnx"), tmp_path / "out.onnx", opset=22)
+    assert result.report.ok
+    assert len(seen) == 1 and len(seen[0]) == 1, seen  # asked ahead, before the node checks
+    assert len(children) == 2 and not ort_runtime._AHEAD
