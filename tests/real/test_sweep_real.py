@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from tests.real.conftest import DOCUMENTED_EXIT_CODES, NAMES, QUANTIZED, rnnconv_cli
+from tests.real.conftest import DOCUMENTED_EXIT_CODES, NAMES, OUT, QUANTIZED, rnnconv_cli, shared_cli
 from tests.real.test_to_openvino_real import REFUSED
 
 pytestmark = pytest.mark.real
@@ -36,27 +36,29 @@ EXPECTED = {
 
 
 def _run(command: str, model, tmp_path):
+    """The command's run; where another file runs the same command on the same model (upgrade, downgrade 13, the
+    upgrade --no-verify before verify, to-openvino and from-openvino), the one run both share (`shared_cli`)."""
     path, options = model.path, model.options
     if command == "inspect":
         return rnnconv_cli("inspect", path)
     if command.startswith("check"):
         return rnnconv_cli("check", path, "--target", command.split()[1])
     if command == "upgrade":
-        return rnnconv_cli("upgrade", path, "-o", tmp_path / "up.onnx", *options)
+        return shared_cli("upgrade", path, "-o", f"{OUT}/up.onnx", *options)[0]
     if command == "downgrade 13":
-        return rnnconv_cli("downgrade", path, "-o", tmp_path / "down.onnx", "--opset", "13", *options)
+        return shared_cli("downgrade", path, "-o", f"{OUT}/down.onnx", "--opset", "13", *options)[0]
     if command == "layout 1":
         return rnnconv_cli("layout", path, "-o", tmp_path / "l1.onnx", "--to", "1", *options)
     if command == "to-openvino":
-        run = rnnconv_cli("to-openvino", path, "-o", tmp_path / "m.xml", *options)
+        run, folder = shared_cli("to-openvino", path, "-o", f"{OUT}/m.xml", *options)
         if run.code != 0:
             return run
         _documented(run, "to-openvino")
-        return rnnconv_cli("from-openvino", tmp_path / "m.xml", "-o", tmp_path / "back.onnx", *options)
+        return shared_cli("from-openvino", folder / "m.xml", "-o", f"{OUT}/back.onnx", *options)[0]
     if command == "verify upgraded":
-        run = rnnconv_cli("upgrade", path, "-o", tmp_path / "up.onnx", "--no-verify")
+        run, folder = shared_cli("upgrade", path, "-o", f"{OUT}/up.onnx", "--no-verify")
         _documented(run, "upgrade --no-verify")
-        return rnnconv_cli("verify", path, tmp_path / "up.onnx", *options)
+        return rnnconv_cli("verify", path, folder / "up.onnx", *options)
     raise AssertionError(command)
 
 

