@@ -387,11 +387,11 @@ class Ahead:
     def cancel(self) -> None:
         if self in _AHEAD:
             _AHEAD.remove(self)
-        if not self._done.is_set():
+        while not self._done.is_set():  # the child may not have started yet: killed once it has
             for proc in self._proc:
                 with contextlib.suppress(OSError):
                     proc.kill()
-            self._done.wait()
+            self._done.wait(0.05)
 
 
 def ask_ahead(models: list[ir.Model], feeds: Mapping[str, np.ndarray]) -> Optional[Ahead]:
